@@ -1,0 +1,1 @@
+"""Benchmark apps: one module per interface, serving the same bytes on the same paths."""

@@ -1,0 +1,1 @@
+"""The benchmark harness: one module per job (venvs, servers, load, report, charts)."""

@@ -1,0 +1,214 @@
+"""Load generators pinned to the load core: wrk (HTTP/1.1), h2load (HTTP/2), wsload (WebSocket).
+
+Each returns the same `Load` record, with the counts that tell whether the figure can be
+trusted (non-2xx responses, socket errors, short responses) next to the throughput.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from bench.peers import BENCH_DIR
+from bench.scenarios import Scenario
+
+WRK_SCRIPT = BENCH_DIR / "lua" / "report.lua"
+WSLOAD = Path(__file__).resolve().parent / "wsload.py"
+WRK_TIMEOUT = "4s"
+H2_STREAMS = 10  # concurrent streams per h2load connection; connections = level / this
+
+INSTALL_HINTS = {
+    "wrk": "apt-get update && apt-get install -y wrk",
+    "h2load": "apt-get update && apt-get install -y nghttp2-client",
+    "nghttp": "apt-get update && apt-get install -y nghttp2-client",
+    "taskset": "apt-get update && apt-get install -y util-linux",
+}
+
+
+@dataclass
+class Load:
+    tool: str
+    connections: int
+    requests: int = 0
+    duration_s: float = 0.0
+    rps: float = 0.0
+    latency_avg_ms: float = 0.0
+    latency_max_ms: float = 0.0
+    latency_p99_ms: float = 0.0
+    non2xx: int = 0
+    socket_errors: int = 0
+    bytes_per_request: float = 0.0
+    errors: dict[str, int] = field(default_factory=dict)
+    problem: str = ""  # set when the figure must not be trusted
+
+    @property
+    def clean(self) -> bool:
+        return not self.problem and self.non2xx == 0 and self.socket_errors == 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def missing_tools(protocols: set[str]) -> dict[str, str]:
+    """Tools the requested scenarios need that are not installed -> how to install them."""
+    needed = {"taskset"}
+    if "h1" in protocols:
+        needed.add("wrk")
+    if "h2" in protocols:
+        needed |= {"h2load", "nghttp"}
+    return {tool: INSTALL_HINTS[tool] for tool in sorted(needed) if not shutil.which(tool)}
+
+
+def tool_versions() -> dict[str, str]:
+    versions = {}
+    for tool, args in (("wrk", ["-v"]), ("h2load", ["--version"])):
+        if shutil.which(tool):
+            out = subprocess.run([tool, *args], capture_output=True, text=True)
+            text = (out.stdout + out.stderr).strip().splitlines()
+            versions[tool] = text[0] if text else "?"
+    return versions
+
+
+def _from_json(tool: str, connections: int, output: str) -> Load:
+    for line in output.splitlines():
+        if line.startswith("BENCH_JSON "):
+            data = json.loads(line[len("BENCH_JSON ") :])
+            break
+    else:
+        return Load(tool, connections, problem=f"no result from {tool}: {output.strip()[-300:]}")
+    errors = data["errors"]
+    lat = data["latency_us"]
+    duration = data["duration_us"] / 1e6
+    requests = data["requests"]
+    return Load(
+        tool,
+        connections,
+        requests=requests,
+        duration_s=duration,
+        rps=requests / duration if duration else 0.0,
+        latency_avg_ms=lat["mean"] / 1000,
+        latency_max_ms=lat["max"] / 1000,
+        latency_p99_ms=lat["p99"] / 1000,
+        # wrk counts a status >= 400 as a "status" error: that is our non-2xx count (the
+        # apps never redirect, so 3xx cannot hide there).
+        non2xx=errors["status"],
+        socket_errors=errors["connect"] + errors["read"] + errors["write"] + errors["timeout"],
+        bytes_per_request=data["bytes"] / requests if requests else 0.0,
+        errors=errors,
+    )
+
+
+def _pinned(cpu: int, cmd: list[str]) -> list[str]:
+    return ["taskset", "-c", str(cpu), *cmd]
+
+
+def _execute(cmd: list[str], duration: float) -> tuple[str, str]:
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60)
+    except subprocess.TimeoutExpired:
+        return "", f"{cmd[3]} did not finish within {duration + 60:.0f} s"
+    if done.returncode != 0:
+        return done.stdout, f"{cmd[3]} exited {done.returncode}: {done.stderr.strip()[-300:]}"
+    return done.stdout, ""
+
+
+def wrk(url: str, scenario: Scenario, connections: int, duration: float, cpu: int) -> Load:
+    cmd = _pinned(cpu, ["wrk", "-t1", f"-c{connections}", f"-d{duration:g}s"])
+    cmd += ["--timeout", WRK_TIMEOUT, "-s", str(WRK_SCRIPT), url, "--", scenario.method]
+    if scenario.method == "POST":
+        cmd.append(str(scenario.body_size))
+    out, problem = _execute(cmd, duration)
+    load = _from_json("wrk", connections, out)
+    load.problem = load.problem or problem
+    return load
+
+
+_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
+
+
+def _ms(text: str) -> float:
+    match = re.fullmatch(r"([\d.]+)(us|ms|s)", text)
+    return float(match.group(1)) * _UNITS[match.group(2)] if match else 0.0
+
+
+def parse_h2load(output: str, connections: int) -> Load:
+    load = Load("h2load", connections)
+    finished = re.search(r"finished in ([\d.]+)s, ([\d.]+) req/s", output)
+    counts = re.search(
+        r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, (\d+) failed, "
+        r"(\d+) errored, (\d+) timeout",
+        output,
+    )
+    codes = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", output)
+    timing = re.search(r"time for request:\s+(\S+)\s+(\S+)\s+(\S+)", output)
+    data = re.search(r"traffic: .*?, \S+ \((\d+)\) data", output)
+    if not (finished and counts and codes):
+        load.problem = f"unparsable h2load output: {output.strip()[-300:]}"
+        return load
+    done = int(counts.group(3))
+    load.duration_s = float(finished.group(1))
+    load.rps = float(finished.group(2))
+    load.requests = done
+    load.non2xx = int(codes.group(2)) + int(codes.group(3)) + int(codes.group(4))
+    load.socket_errors = int(counts.group(6)) + int(counts.group(7))
+    load.errors = {
+        "failed": int(counts.group(5)),
+        "errored": int(counts.group(6)),
+        "timeout": int(counts.group(7)),
+    }
+    if timing:
+        load.latency_max_ms = _ms(timing.group(2))
+        load.latency_avg_ms = _ms(timing.group(3))
+    if data and done:
+        load.bytes_per_request = int(data.group(1)) / done
+    return load
+
+
+def h2load(url: str, scenario: Scenario, connections: int, duration: float, cpu: int) -> Load:
+    clients = max(1, connections // H2_STREAMS)
+    cmd = _pinned(cpu, ["h2load", "-t1", "-c", str(clients), "-m", str(H2_STREAMS)])
+    cmd += ["-D", f"{duration:g}"]
+    if scenario.method == "POST":
+        body = BENCH_DIR / ".work" / f"h2-body-{scenario.body_size}.bin"
+        body.parent.mkdir(exist_ok=True)
+        body.write_bytes(scenario.request_body())
+        cmd += ["-d", str(body)]
+    out, problem = _execute([*cmd, url], duration)
+    load = parse_h2load(out, connections)
+    load.problem = load.problem or problem
+    return load
+
+
+def wsload(
+    url: str, scenario: Scenario, connections: int, duration: float, cpu: int, python: str
+) -> Load:
+    cmd = _pinned(cpu, [python or sys.executable, str(WSLOAD), url])
+    cmd += ["--connections", str(connections), "--duration", f"{duration:g}"]
+    out, problem = _execute([*cmd, "--mode", scenario.ws_mode], duration)
+    load = _from_json("wsload", connections, out)
+    load.problem = load.problem or problem
+    return load
+
+
+def run(
+    base: str, scenario: Scenario, connections: int, duration: float, cpu: int, python: str
+) -> Load:
+    """One load of `duration` seconds at `connections` against the server at `base`."""
+    if scenario.protocol == "ws":
+        url = base.replace("http://", "ws://") + scenario.path
+        return wsload(url, scenario, connections, duration, cpu, python)
+    if scenario.protocol == "h2":
+        return h2load(base + scenario.path, scenario, connections, duration, cpu)
+    load = wrk(base + scenario.path, scenario, connections, duration, cpu)
+    expected = scenario.expected_body()
+    if load.requests and expected is not None and load.bytes_per_request < len(expected):
+        load.problem = load.problem or (
+            f"short responses: {load.bytes_per_request:.0f} B per response, "
+            f"body alone is {len(expected)} B"
+        )
+    return load

@@ -1,0 +1,117 @@
+"""Which runs make up --quick and --full: scenarios, servers, and the dimension tables."""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+
+from bench.scenarios import BY_NAME, SCENARIOS, Scenario
+from bench.servers import Options, Server
+
+PYTHONS = ("3.10", "3.11", "3.12", "3.13")
+LOOPS = ("asyncio", "uvloop", "rloop")
+RUNTIME_THREADS = (1, 2)
+
+# Each dimension table varies one thing on the GET 4 B scenario, as Granian's tables do.
+TABLES = {
+    "main": "one worker, each server's default configuration",
+    "workers": "2 worker processes (both on the one server core)",
+    "python": "Python versions",
+    "loops": "event loops (ASGI and RSGI servers)",
+    "threads": "runtime threads (RSGI servers)",
+}
+
+
+@dataclass(frozen=True)
+class Profile:
+    scenarios: tuple[str, ...]
+    levels: tuple[int, ...]
+    duration: float
+    warmup: float
+    tables: tuple[str, ...]
+    quick_servers_only: bool
+    noise_repeats: int
+
+
+QUICK = Profile(
+    scenarios=("get-4b", "get-10k", "post-10k", "json", "ws-echo"),
+    levels=(128,),
+    duration=5.0,
+    warmup=1.0,
+    tables=("main",),
+    quick_servers_only=True,
+    noise_repeats=3,
+)
+FULL = Profile(
+    scenarios=tuple(s.name for s in SCENARIOS),
+    levels=(64, 128, 256),
+    duration=10.0,
+    warmup=3.0,
+    tables=tuple(TABLES),
+    quick_servers_only=False,
+    noise_repeats=5,
+)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One row group of a table: every applicable server runs it in turn."""
+
+    table: str
+    scenario: Scenario
+    python: str
+    options: Options = field(default_factory=Options)
+
+    @property
+    def key(self) -> str:
+        return f"{self.table}/{self.scenario.name}/py{self.python}/{self.options.label()}"
+
+
+def build(
+    profile: Profile, scenarios: list[str], tables: list[str], pythons: list[str], default_py: str
+) -> list[Point]:
+    points: list[Point] = []
+    if "main" in tables:
+        points += [Point("main", BY_NAME[name], default_py) for name in scenarios]
+    base = BY_NAME["get-4b"]
+    if "workers" in tables:
+        points.append(Point("workers", base, default_py, Options(workers=2)))
+    if "python" in tables:
+        points += [Point("python", base, py) for py in pythons]
+    if "loops" in tables:
+        points += [Point("loops", base, default_py, Options(loop=loop)) for loop in LOOPS]
+    if "threads" in tables:
+        points += [
+            Point("threads", base, default_py, Options(runtime_threads=n)) for n in RUNTIME_THREADS
+        ]
+    return points
+
+
+def applicable(point: Point, server: Server) -> bool:
+    """Static applicability; features a supervise worker may have are probed at run time."""
+    scenario = point.scenario
+    if server.interface not in scenario.interfaces:
+        return False
+    if scenario.needs and scenario.needs not in server.features and not server.probe_features:
+        return False
+    # supervise stays in the dimension tables even before it has the setting, so the
+    # report shows it as skipped (with the reason) rather than silently absent.
+    if point.table == "loops":
+        async_server = server.interface in ("asgi", "rsgi")
+        return async_server and (bool(server.loops) or server.is_supervise)
+    if point.table == "threads":
+        return server.interface == "rsgi" and (server.runtime_threads or server.is_supervise)
+    if point.table == "workers":
+        return server.multi_worker
+    return point.options == Options()
+
+
+def select_servers(servers: list[Server], patterns: list[str], quick_only: bool) -> list[Server]:
+    chosen = []
+    for server in servers:
+        if patterns and not any(fnmatch.fnmatch(server.name, p) for p in patterns):
+            continue
+        if quick_only and not server.quick and not patterns:
+            continue
+        chosen.append(server)
+    return chosen

@@ -1,0 +1,131 @@
+"""Start a server pinned to one core, wait until it listens, measure its memory, stop it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start(cmd: list[str], *, cpu: int, cwd: Path, env: dict[str, str], log: Path):
+    """Launch under `taskset` so every process the server forks inherits the same core."""
+    out = log.open("wb")
+    # A session of its own: stopping the server signals its whole process group, workers
+    # included, and never the harness.
+    proc = subprocess.Popen(
+        ["taskset", "-c", str(cpu), *cmd],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    out.close()
+    return proc
+
+
+def wait_listening(proc: subprocess.Popen, port: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
+def stop(proc: subprocess.Popen, timeout: float = 10.0) -> None:
+    """TERM the server's process group, KILL it if it lingers."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout)
+    # Workers can outlive a master that exited; the group id is still the master's pid.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    if proc.poll() is None:
+        proc.wait(5)
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # The command name may contain spaces and parentheses: fields start after the last ")".
+        ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        tree.setdefault(ppid, []).append(int(entry))
+    return tree
+
+
+def tree_pids(root: int) -> list[int]:
+    tree = _children()
+    pids, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        pids.append(pid)
+        todo.extend(tree.get(pid, []))
+    return pids
+
+
+def _kib(path: str, key: bytes) -> int:
+    try:
+        with open(path, "rb") as f:
+            for line in f:
+                if line.startswith(key):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def tree_memory(root: int) -> dict[str, int]:
+    """RSS summed over the process tree (what `ps` users compare) and PSS (shared pages
+    split between the processes, so forked workers are not counted twice), in bytes."""
+    pids = tree_pids(root)
+    rss = sum(_kib(f"/proc/{pid}/status", b"VmRSS:") for pid in pids)
+    pss = sum(_kib(f"/proc/{pid}/smaps_rollup", b"Pss:") for pid in pids)
+    return {"rss": rss * 1024, "pss": pss * 1024, "processes": len(pids)}
+
+
+class MemorySampler(threading.Thread):
+    """Keeps the peak tree memory while a load runs."""
+
+    def __init__(self, root: int, interval: float = 0.25) -> None:
+        super().__init__(daemon=True)
+        self.root = root
+        self.interval = interval
+        self.peak = {"rss": 0, "pss": 0, "processes": 0}
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.interval):
+            sample = tree_memory(self.root)
+            for key, value in sample.items():
+                self.peak[key] = max(self.peak[key], value)
+
+    def finish(self) -> dict[str, int]:
+        self._stop_event.set()
+        self.join()
+        return self.peak

@@ -1,0 +1,241 @@
+"""Run the plan: for each point, every applicable server in turn on the same machine.
+
+Each server gets: a pinned start, one verified request, idle memory, a warm-up, then a
+load per concurrency level with peak memory sampled, and a second verification after
+the load. The best level counts, but only among error-free levels; a server whose every
+level had errors is marked, never ranked as if clean.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench import loadgen, procs, verify
+from bench.peers import BENCH_DIR, Venv
+from bench.plan import Point, applicable
+from bench.servers import HOST, Server, Unsupported
+
+
+@dataclass
+class Context:
+    venvs: dict[str, Venv]  # python version -> venv
+    servers: dict[str, list[Server]]  # python version -> servers available there
+    levels: tuple[int, ...]
+    duration: float
+    warmup: float
+    server_cpu: int
+    load_cpu: int
+    logs: Path
+    log: object  # callable(str)
+    start_timeout: float = 60.0
+    file_path: str = ""
+    results: dict[str, dict] = field(default_factory=dict)
+
+
+def _env(venv: Venv, ctx: Context) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("VIRTUAL_ENV", None)
+    env["PATH"] = f"{venv.path / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = str(BENCH_DIR)
+    env["BENCH_FILE"] = ctx.file_path
+    return env
+
+
+def _tail(path: Path, lines: int = 8) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(text[-lines:])[-600:]
+
+
+def _verify(port: int, point: Point, venv: Venv, attempts: int = 3) -> str:
+    problem = ""
+    for attempt in range(attempts):
+        problem = verify.check(HOST, port, point.scenario, venv.python)
+        if not problem:
+            return ""
+        # A worker still booting refuses or resets; a wrong body will not fix itself.
+        if "expected" in problem or "status" in problem:
+            return problem
+        time.sleep(0.5 * (attempt + 1))
+    return problem
+
+
+def _entry(point: Point, server: Server, venv: Venv) -> dict:
+    return {
+        "server": server.name,
+        "interface": server.interface,
+        "supervise": server.is_supervise,
+        "version": venv.versions.get(server.dist, "?"),
+        "note": server.note,
+        "status": "pending",
+        "reason": "",
+        "command": [],
+        "memory_idle": None,
+        "memory_load": None,
+        "runs": [],
+    }
+
+
+def _run_server(point: Point, server: Server, ctx: Context, entry: dict, rnd: int) -> None:
+    venv = ctx.venvs[point.python]
+    scenario = point.scenario
+    probing = bool(scenario.needs) and scenario.needs not in server.features
+    port = procs.free_port()
+    try:
+        cmd = server.command(venv, port, point.options)
+    except Unsupported as exc:
+        entry.update(status="skipped", reason=str(exc))
+        return
+    entry["command"] = [Path(cmd[0]).name, *cmd[1:]]
+    logfile = ctx.logs / f"{point.key.replace('/', '_')}-{server.name}-r{rnd}.log"
+    proc = procs.start(cmd, cpu=ctx.server_cpu, cwd=BENCH_DIR, env=_env(venv, ctx), log=logfile)
+    try:
+        if not procs.wait_listening(proc, port, ctx.start_timeout):
+            entry.update(status="failed", reason=f"did not start: {_tail(logfile)}")
+            return
+        problem = _verify(port, point, venv)
+        if problem and probing:
+            entry.update(status="skipped", reason=f"no {scenario.needs} yet ({problem[:120]})")
+            return
+        if problem:
+            entry.update(status="failed", reason=f"wrong answer before load: {problem}")
+            return
+        if point.options.workers > 1:
+            time.sleep(2.0)  # the other workers finish booting; the first answered already
+        idle = procs.tree_memory(proc.pid)
+        entry["memory_idle"] = _min_memory(entry["memory_idle"], idle)
+        base = f"http://{HOST}:{port}"
+        if ctx.warmup > 0:
+            loadgen.run(base, scenario, max(ctx.levels), ctx.warmup, ctx.load_cpu, venv.python)
+        for level in ctx.levels:
+            sampler = procs.MemorySampler(proc.pid)
+            sampler.start()
+            load = loadgen.run(base, scenario, level, ctx.duration, ctx.load_cpu, venv.python)
+            peak = sampler.finish()
+            entry["memory_load"] = _max_memory(entry["memory_load"], peak)
+            run = load.to_dict()
+            run["round"] = rnd
+            entry["runs"].append(run)
+            flag = "" if load.clean else f"  !! {_problems(run)}"
+            ctx.log(
+                f"    {server.name:<20} c={level:<4} {load.rps:>10.0f} rps  "
+                f"avg {load.latency_avg_ms:7.2f} ms  rss {peak['rss'] / 2**20:6.1f} MiB{flag}"
+            )
+        after = _verify(port, point, venv, attempts=1)
+        if after:
+            entry["reason"] = f"wrong answer after load: {after}"
+            entry["wrong_after_load"] = True
+        if proc.poll() is not None:
+            entry["reason"] = f"exited during the run: {_tail(logfile)}"
+    finally:
+        procs.stop(proc)
+
+
+def _min_memory(old: dict | None, new: dict) -> dict:
+    return new if old is None or new["rss"] < old["rss"] else old
+
+
+def _max_memory(old: dict | None, new: dict) -> dict:
+    return new if old is None or new["rss"] > old["rss"] else old
+
+
+def _problems(run: dict) -> str:
+    parts = []
+    if run["non2xx"]:
+        parts.append(f"{run['non2xx']} non-2xx")
+    if run["socket_errors"]:
+        parts.append(f"{run['socket_errors']} socket errors")
+    if run["problem"]:
+        parts.append(run["problem"])
+    return "; ".join(parts)
+
+
+def _clean(run: dict) -> bool:
+    return not run["problem"] and not run["non2xx"] and not run["socket_errors"]
+
+
+def finalize(entry: dict) -> None:
+    """Pick the best run: the highest throughput among clean runs, else mark errors."""
+    if entry["status"] in ("skipped", "failed") and not entry["runs"]:
+        return
+    runs = entry["runs"]
+    clean = [r for r in runs if _clean(r)]
+    pool = clean or runs
+    if not pool:
+        entry["status"] = entry["status"] if entry["status"] != "pending" else "failed"
+        return
+    best = max(pool, key=lambda r: r["rps"])
+    entry["best"] = best
+    if entry.get("wrong_after_load"):
+        entry["status"] = "errors"
+    else:
+        entry["status"] = "ok" if clean else "errors"
+    if not clean:
+        entry["reason"] = entry["reason"] or f"every run had errors: {_problems(best)}"
+
+
+def run_point(point: Point, ctx: Context, rnd: int) -> None:
+    result = ctx.results.setdefault(
+        point.key,
+        {
+            "table": point.table,
+            "scenario": point.scenario.name,
+            "title": point.scenario.title,
+            "protocol": point.scenario.protocol,
+            "python": point.python,
+            "options": point.options.__dict__,
+            "servers": {},
+        },
+    )
+    servers = [s for s in ctx.servers[point.python] if applicable(point, s)]
+    ctx.log(f"[{point.key}] round {rnd + 1}: {len(servers)} servers")
+    for server in servers:
+        entry = result["servers"].setdefault(
+            server.name, _entry(point, server, ctx.venvs[point.python])
+        )
+        if entry["status"] in ("skipped", "failed"):
+            continue  # no second chance in later rounds: its figures would not be comparable
+        _run_server(point, server, ctx, entry, rnd)
+        if entry["status"] in ("skipped", "failed"):
+            ctx.log(f"    {server.name:<20} {entry['status']}: {entry['reason'][:200]}")
+
+
+def noise(point: Point, server: Server, level: int, repeats: int, ctx: Context) -> dict:
+    """The same point measured `repeats` times on one server start: the run-to-run spread
+    readers need to judge a difference between two servers."""
+    venv = ctx.venvs[point.python]
+    port = procs.free_port()
+    cmd = server.command(venv, port, point.options)
+    logfile = ctx.logs / f"noise-{server.name}.log"
+    proc = procs.start(cmd, cpu=ctx.server_cpu, cwd=BENCH_DIR, env=_env(venv, ctx), log=logfile)
+    figures: list[float] = []
+    try:
+        if not procs.wait_listening(proc, port, ctx.start_timeout) or _verify(port, point, venv):
+            return {"server": server.name, "problem": f"could not start: {_tail(logfile)}"}
+        base = f"http://{HOST}:{port}"
+        if ctx.warmup > 0:
+            loadgen.run(base, point.scenario, level, ctx.warmup, ctx.load_cpu, venv.python)
+        for _ in range(repeats):
+            load = loadgen.run(base, point.scenario, level, ctx.duration, ctx.load_cpu, venv.python)
+            figures.append(load.rps)
+    finally:
+        procs.stop(proc)
+    median = statistics.median(figures)
+    spread = (max(figures) - min(figures)) / median * 100 if median else 0.0
+    ctx.log(f"  noise: {server.name} {[round(f) for f in figures]} rps, spread {spread:.1f}%")
+    return {
+        "server": server.name,
+        "scenario": point.scenario.name,
+        "connections": level,
+        "duration_s": ctx.duration,
+        "rps": figures,
+        "median": median,
+        "spread_pct": spread,
+        "stdev_pct": statistics.pstdev(figures) / median * 100 if median else 0.0,
+    }

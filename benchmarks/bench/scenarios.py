@@ -1,0 +1,86 @@
+"""What each scenario requests and what a correct answer looks like."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from apps import payload
+
+ALL_INTERFACES = frozenset({"wsgi", "asgi", "rsgi"})
+ASYNC_INTERFACES = frozenset({"asgi", "rsgi"})
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    title: str
+    path: str
+    protocol: str = "h1"  # "h1" (wrk), "h2" (h2load, h2c prior knowledge), "ws" (wsload)
+    method: str = "GET"
+    body_size: int = 0  # request body for POST, the apps' pattern bytes
+    interfaces: frozenset[str] = ALL_INTERFACES
+    ws_mode: str = ""  # "echo" | "broadcast"
+
+    @property
+    def needs(self) -> str:
+        """The server feature this scenario requires beyond HTTP/1.1."""
+        return "" if self.protocol == "h1" else self.protocol
+
+    def request_body(self) -> bytes:
+        return payload.pattern(self.body_size) if self.method == "POST" else b""
+
+    def expected_body(self) -> bytes | None:
+        """The exact body a correct server returns (None: not an HTTP scenario)."""
+        if self.protocol == "ws":
+            return None
+        return _EXPECTED[self.path](self)
+
+
+_EXPECTED = {
+    "/4b": lambda s: payload.BODY_4B,
+    "/1k": lambda s: payload.BODY_1K,
+    "/10k": lambda s: payload.BODY_10K,
+    "/json": lambda s: payload.json_body(),
+    "/echo": lambda s: s.request_body(),
+    "/file": lambda s: payload.file_bytes(),
+    "/filebytes": lambda s: payload.file_bytes(),
+    "/io10": lambda s: payload.BODY_4B,
+    "/io100": lambda s: payload.BODY_4B,
+}
+
+SCENARIOS = [
+    Scenario("get-4b", "GET 4 B plain text", "/4b"),
+    Scenario("get-1k", "GET 1 KiB", "/1k"),
+    Scenario("get-10k", "GET 10 KiB", "/10k"),
+    Scenario("post-4b", "POST echo 4 B (body iterated)", "/echo", method="POST", body_size=4),
+    Scenario(
+        "post-10k", "POST echo 10 KiB (body iterated)", "/echo", method="POST", body_size=10240
+    ),
+    Scenario("json", "GET small JSON", "/json"),
+    Scenario("file", "GET 64 KiB file (file_wrapper / pathsend / response_file)", "/file"),
+    Scenario("file-bytes", "GET 64 KiB from memory (plain bytes)", "/filebytes"),
+    Scenario("io10", "long I/O: app waits 10 ms", "/io10"),
+    Scenario("io100", "long I/O: app waits 100 ms", "/io100"),
+    Scenario("h2-get", "HTTP/2 GET 4 B (h2c)", "/4b", protocol="h2"),
+    Scenario(
+        "h2-post", "HTTP/2 POST echo 4 B (h2c)", "/echo", protocol="h2", method="POST", body_size=4
+    ),
+    Scenario(
+        "ws-echo",
+        "WebSocket echo (messages/s)",
+        "/ws/echo",
+        protocol="ws",
+        interfaces=ASYNC_INTERFACES,
+        ws_mode="echo",
+    ),
+    Scenario(
+        "ws-broadcast",
+        "WebSocket broadcast (deliveries/s)",
+        "/ws/broadcast",
+        protocol="ws",
+        interfaces=ASYNC_INTERFACES,
+        ws_mode="broadcast",
+    ),
+]
+
+BY_NAME = {s.name: s for s in SCENARIOS}

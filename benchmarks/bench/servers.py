@@ -1,0 +1,270 @@
+"""Every server the suite runs: how to launch it, what it can serve.
+
+Peers are described once here with the command line their own docs recommend for speed;
+supervise's worker classes come from a capability table, so scenarios (HTTP/2,
+WebSocket, event loops, runtime threads) are added for supervise as soon as a worker
+class exists and speaks them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from bench.peers import BENCH_DIR, Venv
+
+APPS = {
+    "wsgi": "apps.wsgi_app:app",
+    "asgi": "apps.asgi_app:app",
+    "rsgi": "apps.rsgi_app:app",
+}
+HOST = "127.0.0.1"
+# The same thread count for every threaded WSGI worker, so gthread compares like for like.
+THREADS = 4
+WORKER_CONNECTIONS = 1000
+
+
+@dataclass(frozen=True)
+class Options:
+    """The dimension being varied for one run; None keeps the server's own default."""
+
+    workers: int = 1
+    loop: str | None = None
+    runtime_threads: int | None = None
+
+    def label(self) -> str:
+        parts = [f"{self.workers}w"]
+        if self.loop:
+            parts.append(self.loop)
+        if self.runtime_threads:
+            parts.append(f"{self.runtime_threads}rt")
+        return " ".join(parts)
+
+
+class Unsupported(Exception):
+    """This server has no way to run with the requested options."""
+
+
+Builder = Callable[[Venv, int, Options], list[str]]
+
+
+@dataclass(frozen=True)
+class Server:
+    name: str
+    interface: str  # "wsgi" | "asgi" | "rsgi"
+    dist: str  # distribution whose version identifies the server
+    build: Builder = field(repr=False)
+    features: frozenset[str] = frozenset()  # beyond HTTP/1.1: "h2", "ws"
+    probe_features: bool = False  # try unlisted features and use them if they work
+    loops: tuple[str, ...] = ()
+    runtime_threads: bool = False
+    multi_worker: bool = True
+    quick: bool = False  # part of the --quick subset
+    note: str = ""
+
+    @property
+    def is_supervise(self) -> bool:
+        return self.name.startswith("supervise")
+
+    def command(self, venv: Venv, port: int, opts: Options) -> list[str]:
+        if opts.workers != 1 and not self.multi_worker:
+            raise Unsupported("runs a single process only")
+        if opts.loop and opts.loop not in self.loops:
+            raise Unsupported(f"cannot run on the {opts.loop} loop")
+        if opts.runtime_threads and not self.runtime_threads:
+            raise Unsupported("has no runtime threads setting")
+        return self.build(venv, port, opts)
+
+
+def _granian(interface: str) -> Builder:
+    def build(venv: Venv, port: int, opts: Options) -> list[str]:
+        cmd = [venv.bin("granian"), "--interface", interface, "--host", HOST, "--port", str(port)]
+        cmd += ["--workers", str(opts.workers), "--no-access-log", "--log-level", "warning"]
+        if opts.loop:
+            cmd += ["--loop", opts.loop]
+        if opts.runtime_threads:
+            cmd += ["--runtime-threads", str(opts.runtime_threads)]
+        return [*cmd, APPS[interface]]
+
+    return build
+
+
+def _uvicorn(http: str) -> Builder:
+    def build(venv: Venv, port: int, opts: Options) -> list[str]:
+        cmd = [venv.bin("uvicorn"), "--host", HOST, "--port", str(port), "--http", http]
+        cmd += ["--loop", opts.loop or "uvloop", "--workers", str(opts.workers)]
+        return [*cmd, "--no-access-log", "--log-level", "warning", APPS["asgi"]]
+
+    return build
+
+
+def _hypercorn(venv: Venv, port: int, opts: Options) -> list[str]:
+    cmd = [venv.bin("hypercorn"), "-k", opts.loop or "uvloop", "-w", str(opts.workers)]
+    return [*cmd, "-b", f"{HOST}:{port}", "--log-level", "warning", APPS["asgi"]]
+
+
+def _daphne(venv: Venv, port: int, opts: Options) -> list[str]:
+    return [venv.bin("daphne"), "-b", HOST, "-p", str(port), "-v", "0", APPS["asgi"]]
+
+
+def _gunicorn(worker: str, interface: str, *extra: str) -> Builder:
+    def build(venv: Venv, port: int, opts: Options) -> list[str]:
+        cmd = [venv.bin("gunicorn"), "-k", worker, "-w", str(opts.workers), *extra]
+        return [*cmd, "-b", f"{HOST}:{port}", "--log-level", "warning", APPS[interface]]
+
+    return build
+
+
+def _uwsgi(venv: Venv, port: int, opts: Options) -> list[str]:
+    return [
+        venv.bin("uwsgi"),
+        "--http11-socket",
+        f"{HOST}:{port}",
+        "--home",
+        str(venv.path),
+        "--chdir",
+        str(BENCH_DIR),
+        "--module",
+        APPS["wsgi"],
+        "--master",
+        "--processes",
+        str(opts.workers),
+        "--listen",
+        "1024",
+        "--die-on-term",
+        "--need-app",
+        "--disable-logging",
+    ]
+
+
+ALL_LOOPS = ("asyncio", "uvloop", "rloop")
+
+PEERS = [
+    Server("granian-wsgi", "wsgi", "granian", _granian("wsgi"), frozenset({"h2"}),
+           loops=ALL_LOOPS, runtime_threads=True, quick=True),
+    Server("gunicorn-sync", "wsgi", "gunicorn", _gunicorn("sync", "wsgi"), quick=True),
+    Server("gunicorn-gthread", "wsgi", "gunicorn",
+           _gunicorn("gthread", "wsgi", "--threads", str(THREADS)), quick=True),
+    Server("gunicorn-gevent", "wsgi", "gunicorn",
+           _gunicorn("gevent", "wsgi", "--worker-connections", str(WORKER_CONNECTIONS))),
+    Server("uwsgi", "wsgi", "uwsgi", _uwsgi),
+    Server("granian-asgi", "asgi", "granian", _granian("asgi"), frozenset({"h2", "ws"}),
+           loops=ALL_LOOPS, runtime_threads=True, quick=True),
+    Server("uvicorn-httptools", "asgi", "uvicorn", _uvicorn("httptools"), frozenset({"ws"}),
+           loops=("asyncio", "uvloop"), quick=True, note="httptools parser, uvloop"),
+    Server("uvicorn-h11", "asgi", "uvicorn", _uvicorn("h11"), frozenset({"ws"}),
+           loops=("asyncio", "uvloop"), note="h11 parser, uvloop"),
+    Server("hypercorn", "asgi", "hypercorn", _hypercorn, frozenset({"h2", "ws"}),
+           loops=("asyncio", "uvloop"), note="uvloop worker"),
+    Server("daphne", "asgi", "daphne", _daphne, frozenset({"ws"}), multi_worker=False,
+           note="Twisted; no worker processes, HTTP/2 only over TLS"),
+    Server("gunicorn-uvicorn", "asgi", "uvicorn-worker",
+           _gunicorn("uvicorn_worker.UvicornWorker", "asgi"), frozenset({"ws"}),
+           note="Gunicorn arbiter + uvicorn-worker"),
+    Server("granian-rsgi", "rsgi", "granian", _granian("rsgi"), frozenset({"h2", "ws"}),
+           loops=ALL_LOOPS, runtime_threads=True, quick=True),
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class WorkerClass:
+    """One row of supervise's capability table."""
+
+    interface: str
+    module: str  # importable once the worker class exists
+    features: frozenset[str]  # what it is documented to speak beyond HTTP/1.1
+    extra: tuple[str, ...] = ()
+
+
+# Update this table as worker classes land. Features not listed are still probed with one
+# real request, so a worker that learns HTTP/2 or WebSocket is measured without edits here.
+SUPERVISE_WORKERS = {
+    "sync": WorkerClass("wsgi", "supervise.workers.sync", frozenset()),
+    "gthread": WorkerClass(
+        "wsgi", "supervise.workers.gthread", frozenset(), ("--threads", str(THREADS))
+    ),
+    "gevent": WorkerClass(
+        "wsgi",
+        "supervise.workers.ggevent",
+        frozenset(),
+        ("--worker-connections", str(WORKER_CONNECTIONS)),
+    ),
+    "asgi": WorkerClass("asgi", "supervise.workers.asgi", frozenset({"ws"})),
+    "rsgi": WorkerClass("rsgi", "supervise.workers.rsgi", frozenset({"h2", "ws"})),
+}
+# The settings the loops / runtime-threads tables need; used once `supervise --help`
+# lists them (Granian's names, which the asgi/rsgi workers are expected to adopt).
+LOOP_FLAG = "--loop"
+RUNTIME_THREADS_FLAG = "--runtime-threads"
+
+
+def _supervise(kind: str, wc: WorkerClass) -> Builder:
+    def build(venv: Venv, port: int, opts: Options) -> list[str]:
+        cmd = [venv.bin("supervise"), "-k", kind, "-w", str(opts.workers), *wc.extra]
+        if opts.loop:
+            cmd += [LOOP_FLAG, opts.loop]
+        if opts.runtime_threads:
+            cmd += [RUNTIME_THREADS_FLAG, str(opts.runtime_threads)]
+        return [*cmd, "-b", f"{HOST}:{port}", "--log-level", "warning", APPS[wc.interface]]
+
+    return build
+
+
+def supervise_servers(venv: Venv, log) -> list[Server]:
+    """The supervise worker classes this venv's build provides, probed without serving."""
+    script = venv.bin("supervise")
+    help_text = ""
+    try:
+        done = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=30)
+        help_text = done.stdout + done.stderr
+        if done.returncode != 0:
+            log(f"  supervise --help failed ({done.returncode}): {help_text.strip()[-300:]}")
+            return []
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log(f"  supervise CLI not usable: {exc}")
+        return []
+    code = (
+        "import importlib.util, sys\n"
+        "for m in sys.argv[1:]:\n"
+        "    try: ok = importlib.util.find_spec(m) is not None\n"
+        "    except ImportError: ok = False\n"
+        "    print(m, ok)\n"
+    )
+    modules = [wc.module for wc in SUPERVISE_WORKERS.values()]
+    out = subprocess.run([venv.python, "-c", code, *modules], capture_output=True, text=True)
+    present = {line.split()[0] for line in out.stdout.splitlines() if line.endswith("True")}
+    servers = []
+    for kind, wc in SUPERVISE_WORKERS.items():
+        if wc.module not in present:
+            continue
+        async_worker = wc.interface in ("asgi", "rsgi")
+        servers.append(
+            Server(
+                f"supervise-{kind}",
+                wc.interface,
+                "supervise",
+                _supervise(kind, wc),
+                wc.features,
+                probe_features=True,
+                loops=ALL_LOOPS if async_worker and LOOP_FLAG in help_text else (),
+                runtime_threads=wc.interface == "rsgi" and RUNTIME_THREADS_FLAG in help_text,
+                quick=True,
+                note=f"-k {kind} {' '.join(wc.extra)}".strip(),
+            )
+        )
+    return servers
+
+
+def available_peers(venv: Venv) -> tuple[list[Server], dict[str, str]]:
+    """Peers whose distribution is installed in this venv, and why the others are not."""
+    peers, missing = [], {}
+    for server in PEERS:
+        if not venv.has(server.dist):
+            missing[server.name] = venv.failed.get(server.dist, f"{server.dist} not installed")
+            continue
+        loops = tuple(loop for loop in server.loops if loop != "rloop" or venv.has("rloop"))
+        if loops != server.loops:
+            server = replace(server, loops=loops)
+        peers.append(server)
+    return peers, missing

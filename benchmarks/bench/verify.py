@@ -1,0 +1,77 @@
+"""One real request per server and scenario, checked byte for byte, before any load.
+
+The load generators only count statuses; this is where a server that answers fast but
+wrong is caught. Returns '' when the answer is right, else what was wrong.
+"""
+
+from __future__ import annotations
+
+import http.client
+import subprocess
+import sys
+
+from bench import loadgen
+from bench.scenarios import Scenario
+
+
+def _describe(got: bytes, want: bytes) -> str:
+    return f"body of {len(got)} B {got[:40]!r}..., expected {len(want)} B {want[:40]!r}..."
+
+
+def http1(host: str, port: int, scenario: Scenario) -> str:
+    want = scenario.expected_body() or b""
+    conn = http.client.HTTPConnection(host, port, timeout=15)
+    try:
+        body = scenario.request_body() if scenario.method == "POST" else None
+        headers = {"Content-Type": "application/octet-stream"} if body is not None else {}
+        conn.request(scenario.method, scenario.path, body=body, headers=headers)
+        resp = conn.getresponse()
+        got = resp.read()
+    except (OSError, http.client.HTTPException) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        conn.close()
+    if resp.status != 200:
+        return f"status {resp.status}, expected 200"
+    return "" if got == want else _describe(got, want)
+
+
+def http2(host: str, port: int, scenario: Scenario) -> str:
+    """nghttp speaks h2c with prior knowledge, as h2load does under load."""
+    want = scenario.expected_body() or b""
+    cmd = ["nghttp", "--no-dep", "-t", "10"]
+    if scenario.method == "POST":
+        body = loadgen.BENCH_DIR / ".work" / f"h2-body-{scenario.body_size}.bin"
+        body.parent.mkdir(exist_ok=True)
+        body.write_bytes(scenario.request_body())
+        cmd += ["-d", str(body)]
+    try:
+        done = subprocess.run(
+            [*cmd, f"http://{host}:{port}{scenario.path}"], capture_output=True, timeout=20
+        )
+    except subprocess.TimeoutExpired:
+        return "nghttp timed out (no HTTP/2 answer)"
+    if done.returncode != 0:
+        return f"nghttp exited {done.returncode}: {done.stderr.decode(errors='replace')[-200:]}"
+    # nghttp prints only the body: an error page would differ from the expected bytes.
+    return "" if done.stdout == want else _describe(done.stdout, want)
+
+
+def websocket(host: str, port: int, scenario: Scenario, python: str) -> str:
+    url = f"ws://{host}:{port}{scenario.path}"
+    cmd = [python or sys.executable, str(loadgen.WSLOAD), url, "--verify"]
+    try:
+        done = subprocess.run(
+            [*cmd, "--mode", scenario.ws_mode], capture_output=True, text=True, timeout=30
+        )
+    except subprocess.TimeoutExpired:
+        return "websocket check timed out"
+    return "" if done.returncode == 0 else (done.stdout + done.stderr).strip()[-300:]
+
+
+def check(host: str, port: int, scenario: Scenario, python: str) -> str:
+    if scenario.protocol == "ws":
+        return websocket(host, port, scenario, python)
+    if scenario.protocol == "h2":
+        return http2(host, port, scenario)
+    return http1(host, port, scenario)

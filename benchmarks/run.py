@@ -1,0 +1,280 @@
+#!/usr/bin/env python3
+"""Benchmark supervise side by side with its peers, in one run, on this machine.
+
+    python benchmarks/run.py --quick        # the subset: under 10 minutes on 2 cores
+    python benchmarks/run.py --full         # every scenario and dimension table
+    python benchmarks/run.py --quick --smoke   # seconds per point, to check the harness
+
+See benchmarks/README.md for what it measures and how to read the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from apps import payload
+from bench import loadgen, machine, peers, plan, report, runner, servers
+
+BENCH_DIR = peers.BENCH_DIR
+RESULTS = BENCH_DIR / "results"
+README = BENCH_DIR / "README.md"
+LATEST_START = "<!-- latest-report:start -->"
+LATEST_END = "<!-- latest-report:end -->"
+
+
+def _csv(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="supervise vs its peers, side by side.")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--quick", action="store_true", help="the quick subset (< 10 min)")
+    which.add_argument("--full", action="store_true", help="the full matrix (hours)")
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help="2 s per point, one level, results under .work/: checks the harness",
+    )
+    p.add_argument("--duration", type=float, help="seconds of load per level")
+    p.add_argument("--warmup", type=float, help="seconds of warm-up load per server")
+    p.add_argument("--levels", type=_csv, help="concurrency levels, e.g. 64,128,256")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run the whole plan this many times, interleaved; best run kept",
+    )
+    p.add_argument("--scenarios", type=_csv, help="only these scenarios (names from --list)")
+    p.add_argument("--servers", type=_csv, help="only servers matching these globs")
+    p.add_argument("--tables", type=_csv, help=f"only these tables: {', '.join(plan.TABLES)}")
+    p.add_argument(
+        "--pythons", type=_csv, default=list(plan.PYTHONS), help="versions for the Python table"
+    )
+    p.add_argument(
+        "--python",
+        default=f"{sys.version_info.major}.{sys.version_info.minor}",
+        help="Python version the servers run on outside the Python table",
+    )
+    p.add_argument("--server-cpu", type=int, default=0)
+    p.add_argument("--load-cpu", type=int, default=1)
+    p.add_argument("--out", type=Path, help="directory for results (default benchmarks/results)")
+    p.add_argument("--upgrade-peers", action="store_true", help="pip install --upgrade the peers")
+    p.add_argument("--no-charts", action="store_true")
+    p.add_argument("--list", action="store_true", help="print the plan and its duration, then exit")
+    return p.parse_args(argv)
+
+
+class Log:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.file = path.open("a")
+
+    def __call__(self, line: str) -> None:
+        print(line, flush=True)
+        self.file.write(line + "\n")
+        self.file.flush()
+
+
+def _profile(args: argparse.Namespace) -> plan.Profile:
+    base = plan.FULL if args.full else plan.QUICK
+    if args.smoke:
+        base = plan.Profile(
+            base.scenarios, (64,), 2.0, 0.5, base.tables, base.quick_servers_only, 2
+        )
+    return plan.Profile(
+        scenarios=tuple(args.scenarios or base.scenarios),
+        levels=tuple(int(x) for x in args.levels) if args.levels else base.levels,
+        duration=args.duration or base.duration,
+        warmup=base.warmup if args.warmup is None else args.warmup,
+        tables=tuple(args.tables or base.tables),
+        quick_servers_only=base.quick_servers_only,
+        noise_repeats=base.noise_repeats,
+    )
+
+
+def _servers_for(venv: peers.Venv, args, profile, log) -> tuple[list, dict]:
+    available, missing = servers.available_peers(venv)
+    available += servers.supervise_servers(venv, log)
+    return plan.select_servers(available, args.servers or [], profile.quick_servers_only), missing
+
+
+def _estimate(points: list[plan.Point], ctx: runner.Context, repeats: int) -> float:
+    per_server = 3.0 + ctx.warmup + len(ctx.levels) * (ctx.duration + 0.5)
+    count = sum(1 for p in points for s in ctx.servers[p.python] if plan.applicable(p, s))
+    return count * per_server + repeats * ctx.duration + 10
+
+
+def _stem(out: Path, host: str) -> str:
+    stem = f"{datetime.date.today().isoformat()}-{host}"
+    if (out / f"{stem}.json").exists():
+        stem += datetime.datetime.now().strftime("-%H%M%S")
+    return stem
+
+
+def _noise_server(points: list[dict], candidates: dict) -> tuple[str, int] | None:
+    """The fastest supervise worker on GET 4 B (else the fastest server): its spread is
+    the one that matters when reading supervise's ratios."""
+    for point in points:
+        if point["table"] == "main" and point["scenario"] == "get-4b":
+            ranked = [e for e in point["servers"].values() if e.get("best")]
+            ranked.sort(key=lambda e: (not e["supervise"], e["status"] != "ok", -e["best"]["rps"]))
+            for entry in ranked:
+                if entry["server"] in candidates:
+                    return entry["server"], entry["best"]["connections"]
+    return None
+
+
+def _update_readme(report_path: Path) -> None:
+    if not README.exists():
+        return
+    text = README.read_text()
+    if LATEST_START not in text or LATEST_END not in text:
+        return
+    rel = report_path.relative_to(BENCH_DIR).as_posix()
+    head, rest = text.split(LATEST_START, 1)
+    _, tail = rest.split(LATEST_END, 1)
+    line = f"\nLatest report: [{report_path.stem}]({rel})\n"
+    README.write_text(head + LATEST_START + line + LATEST_END + tail)
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    profile = _profile(args)
+    unknown = [s for s in profile.scenarios if s not in plan.BY_NAME]
+    if unknown:
+        print(f"unknown scenarios: {', '.join(unknown)}; known: {', '.join(plan.BY_NAME)}")
+        return 2
+    protocols = {plan.BY_NAME[s].protocol for s in profile.scenarios} | {"h1"}
+    missing_tools = loadgen.missing_tools(protocols)
+    if missing_tools:
+        for tool, hint in missing_tools.items():
+            print(f"missing {tool}: install it with `{hint}`")
+        return 2
+    host = machine.describe()["host"]
+    out = args.out or (BENCH_DIR / ".work" / "smoke" if args.smoke else RESULTS)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = _stem(out, host)
+    work = BENCH_DIR / ".work"
+    log = Log(work / "logs" / stem / "run.log")
+    # The harness shares the load core: it must never take time from the server's core.
+    os.sched_setaffinity(0, {args.load_cpu})
+
+    pythons = [args.python]
+    if "python" in profile.tables:
+        pythons += [v for v in args.pythons if v != args.python]
+    venvs, available, missing = {}, {}, {}
+    for version in pythons:
+        try:
+            venv = peers.prepare(
+                version, charts=version == args.python, upgrade=args.upgrade_peers, log=log
+            )
+        except (RuntimeError, FileNotFoundError, subprocess.CalledProcessError) as exc:
+            if version == args.python:
+                log(f"cannot prepare the Python {version} venv: {exc}")
+                return 1
+            log(f"skipping Python {version}: {exc}")
+            continue
+        venvs[version] = venv
+        available[version], missing[version] = _servers_for(venv, args, profile, log)
+    log("servers: " + ", ".join(s.name for s in available[args.python]))
+    pythons = [v for v in args.pythons if v in venvs] if "python" in profile.tables else []
+    points = plan.build(
+        profile, list(profile.scenarios), list(profile.tables), pythons, args.python
+    )
+    ctx = runner.Context(
+        venvs=venvs,
+        servers=available,
+        levels=profile.levels,
+        duration=profile.duration,
+        warmup=profile.warmup,
+        server_cpu=args.server_cpu,
+        load_cpu=args.load_cpu,
+        logs=work / "logs" / stem,
+        log=log,
+        file_path=payload.ensure_file(),
+    )
+    eta = _estimate(points, ctx, profile.noise_repeats) * args.rounds
+    log(f"{len(points)} points, about {eta / 60:.0f} min")
+    if args.list:
+        for point in points:
+            names = [s.name for s in available[point.python] if plan.applicable(point, s)]
+            print(f"  {point.key}: {', '.join(names)}")
+        return 0
+
+    started = time.monotonic()
+    for rnd in range(args.rounds):
+        for point in points:
+            runner.run_point(point, ctx, rnd)
+    for result in ctx.results.values():
+        for entry in result["servers"].values():
+            runner.finalize(entry)
+    point_docs = list(ctx.results.values())
+    noise = None
+    chosen = _noise_server(point_docs, {s.name: s for s in available[args.python]})
+    if chosen and profile.noise_repeats > 1:
+        by_name = {s.name: s for s in available[args.python]}
+        base = plan.Point("main", plan.BY_NAME["get-4b"], args.python)
+        noise = runner.noise(base, by_name[chosen[0]], chosen[1], profile.noise_repeats, ctx)
+
+    doc = {
+        "meta": {
+            "date": datetime.date.today().isoformat(),
+            "finished": datetime.datetime.now().isoformat(timespec="seconds"),
+            "elapsed_s": round(time.monotonic() - started),
+            "profile": "full" if args.full else "quick",
+            "smoke": args.smoke,
+            "command": "python benchmarks/run.py " + shlex.join(argv),
+            "levels": list(profile.levels),
+            "duration": profile.duration,
+            "warmup": profile.warmup,
+            "rounds": args.rounds,
+            "server_cpu": args.server_cpu,
+            "load_cpu": args.load_cpu,
+            "wrk_timeout": loadgen.WRK_TIMEOUT,
+            "h2_streams": loadgen.H2_STREAMS,
+        },
+        "machine": machine.describe(),
+        "tools": loadgen.tool_versions(),
+        "versions": {v: peers.reported_versions(venv) for v, venv in venvs.items()},
+        "missing": missing,
+        "noise": noise,
+        "points": point_docs,
+    }
+    results_path = out / f"{stem}.json"
+    results_path.write_text(json.dumps(doc, indent=1))
+    report_path = out / f"{stem}.md"
+    report_path.write_text(report.render(doc, stem))
+    if not args.no_charts:
+        charts = subprocess.run(
+            [
+                venvs[args.python].python,
+                str(BENCH_DIR / "bench" / "charts.py"),
+                str(results_path),
+                str(out / stem),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if charts.returncode != 0:
+            log(f"charts failed: {charts.stderr.strip()[-500:]}")
+    if out.resolve() == RESULTS.resolve() and not args.smoke:
+        _update_readme(report_path)
+    log(f"results: {results_path}")
+    log(f"report:  {report_path}")
+    log(f"took {(time.monotonic() - started) / 60:.1f} min")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,17 @@
+//! Strict HTTP/1.1 message parsing and response heads, in plain Rust (no
+//! Python types) so that the Python workers (through `crate::py`) and the
+//! native server share one implementation of the rules.
+
+pub mod chars;
+pub mod chunked;
+pub mod date;
+pub mod error;
+pub mod head;
+pub mod response;
+pub mod target;
+
+pub use chunked::ChunkedDecoder;
+pub use error::ParseError;
+pub use head::{parse_request, Limits, RequestHead, Version};
+pub use response::{set_server_header, ResponseHead, ResponseHeadBuilder};
+pub use target::TargetForm;

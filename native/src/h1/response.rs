@@ -1,0 +1,200 @@
+//! Response heads: the status line and fields an app gave, validated (a CR or
+//! LF in an app's header would let request data split our response), plus the
+//! framing the server owns: Date, Server, Content-Length / chunked / close.
+
+use std::sync::RwLock;
+
+use super::chars::{is_field_vchar, is_token, parse_decimal, trim_ows};
+use super::date::http_date_now;
+
+static SERVER: RwLock<Option<Vec<u8>>> = RwLock::new(None);
+static SERVER_SET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+const DEFAULT_SERVER: &[u8] = b"supervise";
+
+/// Value of the Server header the server adds; `None` sends none.
+pub fn set_server_header(value: Option<&[u8]>) -> Result<(), &'static str> {
+    if let Some(v) = value {
+        if v.iter().any(|&b| !is_field_vchar(b)) {
+            return Err("invalid Server header value");
+        }
+    }
+    let mut guard = SERVER.write().unwrap_or_else(|e| e.into_inner());
+    *guard = value.map(<[u8]>::to_vec);
+    SERVER_SET.store(true, std::sync::atomic::Ordering::Release);
+    Ok(())
+}
+
+fn with_server<R>(f: impl FnOnce(Option<&[u8]>) -> R) -> R {
+    if !SERVER_SET.load(std::sync::atomic::Ordering::Acquire) {
+        return f(Some(DEFAULT_SERVER));
+    }
+    let guard = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    f(guard.as_deref())
+}
+
+/// What the caller must do with the body after writing `bytes`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseHead {
+    pub bytes: Vec<u8>,
+    /// Body bytes to send: the app's Content-Length, 0 when the response can
+    /// carry no body (HEAD, 1xx, 204, 304), -1 when it is delimited by
+    /// chunked framing or by closing the connection.
+    pub content_length: i64,
+    pub chunked: bool,
+    pub keep_alive: bool,
+}
+
+/// Builds a head field by field, so the caller converts each app header
+/// straight into the buffer without an intermediate list.
+#[derive(Debug)]
+pub struct ResponseHeadBuilder {
+    buf: Vec<u8>,
+    code: u16,
+    http11: bool,
+    keep_alive: bool,
+    body_allowed: bool,
+    content_length: Option<u64>,
+    has_date: bool,
+    has_server: bool,
+}
+
+fn name_is(name: &[u8], lower: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(lower)
+}
+
+impl ResponseHeadBuilder {
+    /// `status` is the WSGI status ("200 OK"); `http11` tells whether the
+    /// request was HTTP/1.1 (chunked is allowed) or 1.0.
+    pub fn new(
+        status: &[u8],
+        http11: bool,
+        keep_alive: bool,
+        is_head: bool,
+    ) -> Result<Self, &'static str> {
+        let (code, reason) = match status {
+            [a, b, c] => ([*a, *b, *c], &b""[..]),
+            [a, b, c, b' ', reason @ ..] => ([*a, *b, *c], reason),
+            _ => return Err("status must be 'NNN Reason'"),
+        };
+        if !code.iter().all(u8::is_ascii_digit) || code[0] == b'0' {
+            return Err("status code must be 3 digits from 100 to 999");
+        }
+        if reason.iter().any(|&b| !is_field_vchar(b)) {
+            return Err("invalid character in status reason");
+        }
+        let code_n = code.iter().fold(0u16, |n, &d| n * 10 + u16::from(d - b'0'));
+        let mut buf = Vec::with_capacity(256);
+        buf.extend_from_slice(b"HTTP/1.1 ");
+        buf.extend_from_slice(&code);
+        buf.push(b' ');
+        buf.extend_from_slice(reason);
+        buf.extend_from_slice(b"\r\n");
+        let no_body = (100..200).contains(&code_n) || code_n == 204 || code_n == 304;
+        Ok(ResponseHeadBuilder {
+            buf,
+            code: code_n,
+            http11,
+            keep_alive,
+            body_allowed: !no_body && !is_head,
+            content_length: None,
+            has_date: false,
+            has_server: false,
+        })
+    }
+
+    fn push(&mut self, name: &[u8], value: &[u8]) {
+        self.buf.extend_from_slice(name);
+        self.buf.extend_from_slice(b": ");
+        self.buf.extend_from_slice(value);
+        self.buf.extend_from_slice(b"\r\n");
+    }
+
+    pub fn header(&mut self, name: &[u8], value: &[u8]) -> Result<(), &'static str> {
+        if !is_token(name) {
+            return Err("invalid header name");
+        }
+        if value.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0)) {
+            return Err("header value contains CR, LF or NUL");
+        }
+        match name.len() {
+            4 if name_is(name, b"date") => self.has_date = true,
+            6 if name_is(name, b"server") => self.has_server = true,
+            14 if name_is(name, b"content-length") => {
+                let n = parse_decimal(trim_ows(value), i64::MAX as u64)
+                    .ok_or("invalid Content-Length")?;
+                match self.content_length {
+                    Some(prev) if prev != n => return Err("conflicting Content-Length headers"),
+                    Some(_) => return Ok(()),
+                    None => self.content_length = Some(n),
+                }
+                if (100..200).contains(&self.code) || self.code == 204 {
+                    // RFC 9110 8.6: never on 1xx/204.
+                    return Ok(());
+                }
+            }
+            // Hop-by-hop: the server frames the message, not the app.
+            17 if name_is(name, b"transfer-encoding") => return Ok(()),
+            10 if name_is(name, b"keep-alive") => return Ok(()),
+            10 if name_is(name, b"connection") => {
+                if value
+                    .split(|&b| b == b',')
+                    .any(|t| trim_ows(t).eq_ignore_ascii_case(b"close"))
+                {
+                    self.keep_alive = false;
+                }
+                if self.code != 101 {
+                    return Ok(());
+                }
+            }
+            _ => {}
+        }
+        self.push(name, value);
+        Ok(())
+    }
+
+    pub fn finish(mut self) -> ResponseHead {
+        let (content_length, chunked) = if !self.body_allowed {
+            (0, false)
+        } else if let Some(n) = self.content_length {
+            (n as i64, false)
+        } else if self.http11 {
+            self.buf
+                .extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+            (-1, true)
+        } else {
+            // HTTP/1.0 without a length: the end of the body is the close.
+            self.keep_alive = false;
+            (-1, false)
+        };
+        if !self.keep_alive {
+            self.buf.extend_from_slice(b"Connection: close\r\n");
+        } else if !self.http11 {
+            self.buf.extend_from_slice(b"Connection: keep-alive\r\n");
+        }
+        if !self.has_date {
+            self.push(b"Date", &http_date_now());
+        }
+        if !self.has_server {
+            let mut buf = std::mem::take(&mut self.buf);
+            with_server(|s| {
+                if let Some(s) = s {
+                    buf.extend_from_slice(b"Server: ");
+                    buf.extend_from_slice(s);
+                    buf.extend_from_slice(b"\r\n");
+                }
+            });
+            self.buf = buf;
+        }
+        self.buf.extend_from_slice(b"\r\n");
+        ResponseHead {
+            bytes: self.buf,
+            content_length,
+            chunked,
+            keep_alive: self.keep_alive,
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "response_tests.rs"]
+mod tests;

@@ -1,0 +1,145 @@
+use super::*;
+
+fn head(
+    status: &str,
+    headers: &[(&str, &str)],
+    http11: bool,
+    keep_alive: bool,
+    is_head: bool,
+) -> ResponseHead {
+    let mut b = ResponseHeadBuilder::new(status.as_bytes(), http11, keep_alive, is_head).unwrap();
+    for (n, v) in headers {
+        b.header(n.as_bytes(), v.as_bytes()).unwrap();
+    }
+    b.finish()
+}
+
+fn text(h: &ResponseHead) -> String {
+    String::from_utf8(h.bytes.clone()).unwrap()
+}
+
+#[test]
+fn content_length_response() {
+    let h = head(
+        "200 OK",
+        &[("Content-Type", "text/plain"), ("Content-Length", "5")],
+        true,
+        true,
+        false,
+    );
+    let t = text(&h);
+    assert!(t.starts_with("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n"));
+    assert!(t.contains("\r\nDate: ") && t.ends_with("\r\n\r\n"));
+    assert_eq!(
+        (h.content_length, h.chunked, h.keep_alive),
+        (5, false, true)
+    );
+    assert!(!t.contains("Connection"));
+}
+
+#[test]
+fn chunked_when_no_length_on_11() {
+    let h = head("200 OK", &[], true, true, false);
+    assert!(text(&h).contains("Transfer-Encoding: chunked\r\n"));
+    assert_eq!(
+        (h.content_length, h.chunked, h.keep_alive),
+        (-1, true, true)
+    );
+}
+
+#[test]
+fn close_when_no_length_on_10() {
+    let h = head("200 OK", &[], false, true, false);
+    assert!(text(&h).contains("Connection: close\r\n"));
+    assert!(!text(&h).contains("Transfer-Encoding"));
+    assert_eq!(
+        (h.content_length, h.chunked, h.keep_alive),
+        (-1, false, false)
+    );
+    let h = head("200 OK", &[("Content-Length", "0")], false, true, false);
+    assert!(text(&h).contains("Connection: keep-alive\r\n"));
+    assert!(h.keep_alive);
+}
+
+#[test]
+fn no_body_statuses() {
+    for (status, is_head) in [
+        ("204 No Content", false),
+        ("304 Not Modified", false),
+        ("200 OK", true),
+        ("101 Switching Protocols", false),
+    ] {
+        let h = head(status, &[], true, true, is_head);
+        assert_eq!((h.content_length, h.chunked), (0, false), "{status}");
+        assert!(!text(&h).contains("Transfer-Encoding"));
+    }
+    let h = head("200 OK", &[("Content-Length", "42")], true, true, true);
+    assert!(text(&h).contains("Content-Length: 42\r\n"));
+    assert_eq!(h.content_length, 0);
+    let h = head(
+        "204 No Content",
+        &[("Content-Length", "0")],
+        true,
+        true,
+        false,
+    );
+    assert!(!text(&h).contains("Content-Length"));
+}
+
+#[test]
+fn hop_by_hop_dropped() {
+    let h = head(
+        "200 OK",
+        &[
+            ("Transfer-Encoding", "chunked"),
+            ("Keep-Alive", "timeout=5"),
+            ("Connection", "close"),
+            ("Content-Length", "3"),
+        ],
+        true,
+        true,
+        false,
+    );
+    let t = text(&h);
+    assert!(!t.contains("Transfer-Encoding") && !t.contains("Keep-Alive"));
+    assert_eq!(t.matches("Connection: close").count(), 1);
+    assert!(!h.keep_alive);
+}
+
+#[test]
+fn app_date_and_server_win() {
+    let h = head(
+        "200 OK",
+        &[("Date", "yesterday"), ("Server", "mine")],
+        true,
+        true,
+        false,
+    );
+    let t = text(&h);
+    assert_eq!(t.matches("Date:").count(), 1);
+    assert_eq!(t.matches("Server:").count(), 1);
+    assert!(t.contains("Server: mine\r\n"));
+}
+
+#[test]
+fn validation() {
+    for status in [
+        "", "20 OK", "2000 OK", "abc OK", "200OK", "200 O\rK", "200 \nX", "099 Low",
+    ] {
+        assert!(
+            ResponseHeadBuilder::new(status.as_bytes(), true, true, false).is_err(),
+            "{status:?}"
+        );
+    }
+    assert!(ResponseHeadBuilder::new(b"200", true, true, false).is_ok());
+    let mut b = ResponseHeadBuilder::new(b"200 OK", true, true, false).unwrap();
+    assert!(b.header(b"X Bad", b"v").is_err());
+    assert!(b.header(b"", b"v").is_err());
+    assert!(b.header(b"X", b"a\r\nInjected: 1").is_err());
+    assert!(b.header(b"X", b"a\nb").is_err());
+    assert!(b.header(b"X", b"a\x00b").is_err());
+    assert!(b.header(b"Content-Length", b"-1").is_err());
+    assert!(b.header(b"Content-Length", b"5").is_ok());
+    assert!(b.header(b"Content-Length", b"5").is_ok());
+    assert!(b.header(b"Content-Length", b"6").is_err());
+}

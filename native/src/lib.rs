@@ -1,0 +1,13 @@
+//! `supervise._native`: the parts of the server that run for every request.
+//! `h1` is plain Rust; `py` exposes it to the Python workers.
+
+pub mod h1;
+mod py;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    py::register(m)
+}

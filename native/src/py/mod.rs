@@ -1,0 +1,24 @@
+//! The Python face of `h1`: thin conversions, nothing decided here.
+
+mod chunked;
+mod errors;
+mod request;
+mod response;
+mod text;
+
+use pyo3::prelude::*;
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    let parse_error = py.get_type::<errors::ParseError>();
+    // Defaults for instances built from Python (tests, worker code).
+    parse_error.setattr("status", 400)?;
+    parse_error.setattr("reason", "Bad Request")?;
+    m.add("ParseError", parse_error)?;
+    m.add_class::<request::RequestParser>()?;
+    m.add_class::<request::Request>()?;
+    m.add_class::<chunked::ChunkedDecoder>()?;
+    m.add_function(wrap_pyfunction!(response::response_head, m)?)?;
+    m.add_function(wrap_pyfunction!(response::set_server_header, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,65 @@
+//! Bytes <-> str the WSGI way (latin-1), and borrowing bytes out of the
+//! buffer types a socket read gives (bytes, bytearray, memoryview).
+
+use std::borrow::Cow;
+
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyString};
+
+/// latin-1 bytes -> str. ASCII (nearly every header) skips the decoder.
+pub fn latin1<'py>(py: Python<'py>, b: &[u8]) -> PyResult<Bound<'py, PyString>> {
+    if b.is_ascii() {
+        // SAFETY: ASCII is valid UTF-8.
+        return Ok(PyString::new(py, unsafe {
+            std::str::from_utf8_unchecked(b)
+        }));
+    }
+    // SAFETY: pointer and length describe `b`; the result is a new reference
+    // to a str (or NULL with an exception set).
+    unsafe {
+        let ptr = ffi::PyUnicode_DecodeLatin1(
+            b.as_ptr().cast(),
+            b.len() as ffi::Py_ssize_t,
+            std::ptr::null(),
+        );
+        Ok(Bound::from_owned_ptr_or_err(py, ptr)?.cast_into_unchecked())
+    }
+}
+
+/// str -> latin-1 bytes; a character above U+00FF is a ValueError (PEP 3333:
+/// header strings must be latin-1).
+pub fn latin1_bytes<'a>(s: &'a Bound<'_, PyString>, what: &str) -> PyResult<Cow<'a, [u8]>> {
+    let u = s.to_str()?;
+    if u.is_ascii() {
+        return Ok(Cow::Borrowed(u.as_bytes()));
+    }
+    u.chars()
+        .map(|c| u8::try_from(u32::from(c)).ok())
+        .collect::<Option<Vec<u8>>>()
+        .map(Cow::Owned)
+        .ok_or_else(|| PyValueError::new_err(format!("{what} is not latin-1: {u:?}")))
+}
+
+/// Runs `f` on the bytes of a bytes, bytearray or contiguous buffer. `f` must
+/// not call into Python: a bytearray could be resized under it.
+pub fn with_bytes<R>(obj: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return Ok(f(b.as_bytes()));
+    }
+    if let Ok(b) = obj.cast::<PyByteArray>() {
+        // SAFETY: `f` runs no Python code, so nothing can mutate the array.
+        return Ok(f(unsafe { b.as_bytes() }));
+    }
+    let buf = PyBuffer::<u8>::get(obj)
+        .map_err(|_| PyTypeError::new_err("expected bytes, bytearray or memoryview"))?;
+    if !buf.is_c_contiguous() {
+        return Err(PyTypeError::new_err("expected a contiguous buffer"));
+    }
+    // SAFETY: a C-contiguous u8 buffer of len_bytes() bytes, kept alive by
+    // `buf` for the duration of `f`, which runs no Python code.
+    let slice = unsafe { std::slice::from_raw_parts(buf.buf_ptr() as *const u8, buf.len_bytes()) };
+    Ok(f(slice))
+}

@@ -1,0 +1,618 @@
+"""The master process: one loop, a signal queue, small handlers.
+
+Signal handlers only queue the signal; the wake-up fd interrupts the loop's
+select and the loop acts. Workers are grouped in generations: HUP (and
+``--reload``) starts a new generation and stops the old one only once the new
+one is ready, so a broken deploy never takes the site down. Each new
+generation boots one "canary" worker first: if the app cannot load, its error
+is printed once and the old generation (or, at start, nobody) is left as is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import random
+import select
+import signal
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from supervise import SERVER_SOFTWARE, loading, process, sockets, systemd
+from supervise.scoreboard import Scoreboard, State
+from supervise.workers import load_worker_class
+from supervise.workers.base import APP_LOAD_ERROR, WORKER_BOOT_ERROR
+
+if TYPE_CHECKING:
+    from supervise.config import Config
+    from supervise.workers.base import Worker
+
+MASTER_PID_ENV = "SUPERVISE_MASTER_PID"
+SIGNAL_NAMES = {
+    getattr(signal, name): name[3:]
+    for name in [
+        "SIGHUP",
+        "SIGQUIT",
+        "SIGINT",
+        "SIGTERM",
+        "SIGTTIN",
+        "SIGTTOU",
+        "SIGUSR1",
+        "SIGUSR2",
+        "SIGWINCH",
+    ]
+}
+# How long a worker that ignored SIGABRT gets before SIGKILL.
+ABORT_GRACE = 2.0
+MAX_RESPAWN_DELAY = 30.0
+
+
+class HaltServer(Exception):
+    def __init__(self, reason: str, exit_status: int = 1) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.exit_status = exit_status
+
+
+class WorkerRecord:
+    """What the arbiter knows about one child: never anything it must ask the child."""
+
+    __slots__ = ("abort_sent", "generation", "killed", "pid", "ready", "term_sent", "worker")
+
+    def __init__(self, pid: int, worker: Worker) -> None:
+        self.pid = pid
+        self.worker = worker
+        self.generation = worker.generation
+        self.ready = False
+        self.term_sent = 0.0
+        self.abort_sent = 0.0
+        self.killed = False
+
+    @property
+    def stopping(self) -> bool:
+        return bool(self.term_sent)
+
+
+class Arbiter:
+    """Owns the listeners and the signals; forks, watches and replaces workers."""
+
+    def __init__(self, cfg: Config, argv: list[str] | None = None) -> None:
+        from supervise.logs import Logger
+
+        self.cfg = cfg
+        self.argv = list(sys.argv[1:] if argv is None else argv)
+        self.log = Logger(cfg)
+        self.pid = os.getpid()
+        self.start_cwd = os.getcwd()
+        self.app: Any = None
+        self.listeners: list[sockets.Listener] = []
+        self.workers: dict[int, WorkerRecord] = {}
+        self.scoreboard: Scoreboard | None = None
+        self.sig_queue: list[int] = []
+        self.pidfile: process.Pidfile | None = None
+        self.worker_class: type[Worker] = load_worker_class(cfg.worker_class_str)
+        self.num_workers = cfg.workers
+        self.generation = 1
+        self.serving_generation = 0  # the newest generation that was fully ready
+        self.proven: set[int] = set()  # generations with at least one worker that booted
+        self.previous_cfg: Config | None = None
+        self.reloading = False
+        self.reexec_pid = 0
+        self.master_pid = int(os.environ.pop(MASTER_PID_ENV, "0") or 0)
+        self.respawn_delay = 0.0
+        self.next_spawn_at = 0.0
+        self.worker_age = 0
+        self.stopping = False
+        self._wakeup_r = self._wakeup_w = -1
+
+    # -- properties used by hooks (Gunicorn-compatible names) ---------------
+    @property
+    def proc_name(self) -> str:
+        return self.cfg.proc_name
+
+    # -- start-up ----------------------------------------------------------------
+    def start(self) -> None:
+        cfg = self.cfg
+        if cfg.daemon and not self.master_pid:
+            process.daemonize(cfg.enable_stdio_inheritance)
+            self.pid = os.getpid()
+        os.umask(cfg.umask)
+        self.log.info("Starting %s", SERVER_SOFTWARE)
+        cfg.on_starting(self)
+        self._init_signals()
+        if cfg.pidfile:
+            self.pidfile = process.Pidfile(cfg.pidfile)
+            self.pidfile.create(self.pid)
+        os.environ.update(cfg.env)
+        loading.prepare_import_path(cfg.chdir, cfg.pythonpath)
+        if cfg.preload_app:
+            self.app = self._load_app_in_master()
+        self.listeners = sockets.create_listeners(cfg, self.log, os.environ)
+        scheme = "https" if cfg.is_ssl else "http"
+        for listener in self.listeners:
+            self.log.info("Listening at: %s (%s)", listener.url(scheme), self.pid)
+        self.log.info("Using worker: %s", cfg.worker_class_str)
+        self.scoreboard = Scoreboard()
+        self._set_proctitle()
+        cfg.when_ready(self)
+
+    def _load_app_in_master(self) -> Any:
+        try:
+            app = loading.load_app(self.cfg)
+            loading.check_interface(
+                app,
+                self.cfg.app_uri or "app",
+                self.worker_class.interface,
+                self.cfg.worker_class_str,
+            )
+        except loading.AppLoadError as exc:
+            if exc.details:
+                self.log.error("Failed to load %r:\n%s", self.cfg.app_uri, exc.details.rstrip())
+                raise HaltServer(
+                    "app failed to load (see the error above)", APP_LOAD_ERROR
+                ) from None
+            raise HaltServer(str(exc), APP_LOAD_ERROR) from None
+        return app
+
+    def _set_proctitle(self) -> None:
+        with contextlib.suppress(ImportError):
+            from setproctitle import setproctitle
+
+            role = "master" if not self.master_pid else "master (new, USR2)"
+            setproctitle(f"supervise: {role} [{self.cfg.proc_name}]")
+
+    def _init_signals(self) -> None:
+        r, w = os.pipe()
+        for fd in (r, w):
+            os.set_blocking(fd, False)
+            os.set_inheritable(fd, False)
+        self._wakeup_r, self._wakeup_w = r, w
+        signal.set_wakeup_fd(w)
+        for sig in SIGNAL_NAMES:
+            signal.signal(sig, self._queue_signal)
+        signal.signal(signal.SIGCHLD, self._on_sigchld)
+
+    def _queue_signal(self, signum: int, frame: Any) -> None:
+        # Repeated HUPs (e.g. one per worker from --reload) collapse into one.
+        if len(self.sig_queue) < 8 and signum not in self.sig_queue:
+            self.sig_queue.append(signum)
+
+    def _on_sigchld(self, signum: int, frame: Any) -> None:
+        pass  # the wake-up fd already interrupted select; reaping happens in the loop
+
+    # -- the loop ------------------------------------------------------------------
+    def run(self) -> None:
+        """Run until stopped; exits the process with the right status."""
+        try:
+            self.start()
+            while True:
+                self._reap_workers()
+                if self.sig_queue:
+                    sig = self.sig_queue.pop(0)
+                    name = SIGNAL_NAMES[sig]
+                    self.log.info("Handling signal: %s", name.lower())
+                    getattr(self, f"handle_{name.lower()}")()
+                    continue
+                self._check_master()
+                self._check_workers()
+                self._manage_workers()
+                self._sleep()
+        except StopIteration:
+            self._halt(0)
+        except KeyboardInterrupt:
+            self._stop(graceful=False)
+            self._halt(0)
+        except HaltServer as exc:
+            self._halt(exc.exit_status, exc.reason)
+        except sockets.BindError as exc:
+            self.log.error("%s", exc)
+            self._halt(1)
+        except process.PidfileError as exc:
+            self.log.error("%s", exc)
+            self._halt(1)
+        except SystemExit:
+            raise
+        except BaseException:
+            self.log.exception("Unhandled exception in the master loop")
+            self._stop(graceful=False)
+            self._halt(1)
+
+    def _sleep(self) -> None:
+        # Poll fast while something is changing, slowly when all is steady.
+        busy = self.reloading or any(not rec.ready or rec.stopping for rec in self.workers.values())
+        timeout = 0.05 if busy else 1.0
+        try:
+            ready, _, _ = select.select([self._wakeup_r], [], [], timeout)
+        except OSError as exc:
+            if exc.errno != errno.EINTR:
+                raise
+            return
+        if ready:
+            with contextlib.suppress(OSError):
+                while os.read(self._wakeup_r, 4096):
+                    pass
+
+    def _halt(self, status: int, reason: str | None = None) -> None:
+        self._stop(graceful=False)
+        if reason:
+            self.log.error("Shutting down: %s", reason)
+        self.log.info("Shutting down: Master")
+        if self.pidfile is not None:
+            self.pidfile.unlink()
+        with contextlib.suppress(Exception):
+            self.cfg.on_exit(self)
+        sys.exit(status)
+
+    # -- signal handlers ---------------------------------------------------------
+    def handle_hup(self) -> None:
+        self.reload()
+
+    def handle_term(self) -> None:
+        self._stop(graceful=True)
+        raise StopIteration
+
+    def handle_int(self) -> None:
+        self._stop(graceful=False)
+        raise StopIteration
+
+    handle_quit = handle_int
+
+    def handle_ttin(self) -> None:
+        self._set_num_workers(self.num_workers + 1)
+
+    def handle_ttou(self) -> None:
+        if self.num_workers > 1:
+            self._set_num_workers(self.num_workers - 1)
+
+    def handle_usr1(self) -> None:
+        self.log.reopen_files()
+        for rec in self.workers.values():
+            self._kill(rec.pid, signal.SIGUSR1)
+
+    def handle_usr2(self) -> None:
+        self.reexec()
+
+    def handle_winch(self) -> None:
+        # Gunicorn stops all workers on WINCH when daemonized; we only log,
+        # because a terminal resize must never take a site down.
+        self.log.debug("SIGWINCH ignored")
+
+    def _set_num_workers(self, count: int) -> None:
+        old, self.num_workers = self.num_workers, count
+        self.log.info("Number of workers: %d -> %d", old, count)
+        self.cfg.nworkers_changed(self, count, old)
+
+    # -- reload (HUP) ---------------------------------------------------------------
+    def reload(self) -> None:
+        from supervise.cli import load_config
+
+        systemd.reloading()
+        here = os.getcwd()
+        try:
+            # Relative -c and --chdir paths mean what they meant at start.
+            os.chdir(self.start_cwd)
+            new_cfg = load_config(self.argv, os.environ)
+            new_class = load_worker_class(new_cfg.worker_class_str)
+        except (Exception, SystemExit) as exc:
+            self.log.error("Reload failed, configuration kept as it was: %s", exc)
+            systemd.notify("READY=1", "STATUS=reload failed: bad configuration")
+            return
+        finally:
+            os.chdir(here)
+        self.previous_cfg = self.cfg
+        old_binds = {listener.bind for listener in self.listeners}
+        self.cfg = new_cfg
+        self.worker_class = new_class
+        self.log.setup(new_cfg)
+        os.environ.update(new_cfg.env)
+        if new_cfg.chdir:
+            with contextlib.suppress(OSError):
+                os.chdir(os.path.join(self.start_cwd, new_cfg.chdir))
+        if set(new_cfg.bind) != old_binds:
+            self.log.warning(
+                "bind changed on reload (%s -> %s): listeners are kept; use USR2 or a restart",
+                ", ".join(sorted(old_binds)),
+                ", ".join(new_cfg.bind),
+            )
+        if self.app is not None:
+            self.log.info(
+                "preload_app is on: HUP reloads the configuration only; deploy new code with USR2"
+            )
+        old_workers = self.num_workers
+        self.num_workers = new_cfg.workers
+        if old_workers != self.num_workers:
+            new_cfg.nworkers_changed(self, self.num_workers, old_workers)
+        self.generation += 1
+        self.reloading = True
+        self.respawn_delay = 0.0
+        self.next_spawn_at = 0.0
+        self.log.info("Reloading: starting worker generation %d", self.generation)
+        new_cfg.on_reload(self)
+
+    def _reload_failed(self, reason: str, fallback: int) -> None:
+        failed = self.generation
+        self.log.error(
+            "Reload failed: generation %d cannot boot (%s); generation %d keeps serving",
+            failed,
+            reason,
+            fallback,
+        )
+        self.generation = fallback
+        if self.previous_cfg is not None:
+            self.cfg = self.previous_cfg
+            self.worker_class = load_worker_class(self.cfg.worker_class_str)
+            self.log.setup(self.cfg)
+            self.num_workers = self.cfg.workers
+        self.reloading = False
+        for rec in self.workers.values():
+            if rec.generation == failed:
+                self._terminate(rec, signal.SIGKILL)
+        systemd.notify("READY=1", f"STATUS=reload failed: {reason}")
+
+    # -- workers: the steady-state rules ------------------------------------------
+    def _check_workers(self) -> None:
+        """Read the scoreboard: readiness and timeouts."""
+        now = time.monotonic()
+        for rec in list(self.workers.values()):
+            slot = rec.worker.slot
+            state = slot.state
+            if not rec.ready and state in (State.READY, State.RETIRING):
+                rec.ready = True
+                self.proven.add(rec.generation)
+                self.respawn_delay = 0.0
+            if rec.killed:
+                continue
+            if rec.stopping:
+                if now - rec.term_sent > self.cfg.graceful_timeout:
+                    self.log.warning("Worker %s did not stop in time: SIGKILL", rec.pid)
+                    self._kill_hard(rec)
+                continue
+            if rec.abort_sent:
+                if now - rec.abort_sent > ABORT_GRACE:
+                    self._kill_hard(rec)
+                continue
+            if now - slot.last_heartbeat > self.cfg.timeout:
+                self.log.critical("WORKER TIMEOUT (pid:%s)", rec.pid)
+                rec.abort_sent = now
+                self._kill(rec.pid, signal.SIGABRT)
+
+    def _manage_workers(self) -> None:
+        if self.stopping:
+            return
+        gen = self.generation
+        current = [r for r in self.workers.values() if r.generation == gen and not r.stopping]
+        active = [r for r in current if r.worker.slot.state != State.RETIRING]
+        ready = [r for r in active if r.ready]
+
+        # Too few: spawn, but only one canary until the generation has booted once.
+        missing = self.num_workers - len(active)
+        if missing > 0 and time.monotonic() >= self.next_spawn_at:
+            if gen not in self.proven:
+                missing = 0 if active else 1
+            for _ in range(missing):
+                self.spawn_worker()
+        # Too many (TTOU, smaller config): stop the oldest.
+        if len(active) > self.num_workers:
+            surplus = sorted(active, key=lambda r: r.worker.age)[: len(active) - self.num_workers]
+            for rec in surplus:
+                self._terminate(rec)
+        # Enough ready workers: retire the replaced ones and the old generations.
+        if len(ready) >= self.num_workers:
+            for rec in list(self.workers.values()):
+                if rec.stopping:
+                    continue
+                retiring = rec.generation == gen and rec.worker.slot.state == State.RETIRING
+                if rec.generation != gen or retiring:
+                    self._terminate(rec)
+            if self.serving_generation != gen:
+                first, was_reload = self.serving_generation == 0, self.reloading
+                self.serving_generation = gen
+                self.reloading = False
+                self.previous_cfg = None
+                if first:
+                    self.log.info("Ready: %d worker(s) serving", len(ready))
+                if was_reload:
+                    self.log.info("Reload complete: generation %d serving", gen)
+                systemd.notify("READY=1", f"STATUS=generation {gen}: {len(ready)} workers serving")
+
+    def spawn_worker(self) -> None:
+        assert self.scoreboard is not None
+        self.worker_age += 1
+        slot = self.scoreboard.claim()
+        jitter = random.randint(0, self.cfg.max_requests_jitter) if self.cfg.max_requests else 0
+        worker = self.worker_class(
+            age=self.worker_age,
+            ppid=self.pid,
+            listeners=self.listeners,
+            app=self.app,
+            cfg=self.cfg,
+            log=self.log,
+            slot=slot,
+            generation=self.generation,
+            max_requests=self.cfg.max_requests + jitter if self.cfg.max_requests else 0,
+        )
+        worker.watch_files = self.cfg.reload and not any(
+            r.worker.watch_files
+            for r in self.workers.values()
+            if r.generation == self.generation and not r.stopping
+        )
+        self.cfg.pre_fork(self, worker)
+        slot.reset(0, self.generation)
+        pid = os.fork()
+        if pid:
+            slot.set_pid(pid)
+            worker.pid = pid
+            self.workers[pid] = WorkerRecord(pid, worker)
+            self.log.info("Booting worker with pid: %s (generation %d)", pid, self.generation)
+            return
+        self._run_worker(worker)
+
+    def _run_worker(self, worker: Worker) -> None:
+        """The child side of spawn_worker; never returns."""
+        code = WORKER_BOOT_ERROR
+        try:
+            worker.pid = os.getpid()
+            worker.slot.set_pid(worker.pid)
+            signal.set_wakeup_fd(-1)
+            for fd in (self._wakeup_r, self._wakeup_w):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self.workers.clear()
+            process.drop_privileges(self.cfg.uid, self.cfg.gid, self.cfg.initgroups)
+            self.cfg.post_fork(self, worker)
+            code = worker.init_process()
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:
+            self.log.exception("Exception while starting worker %s", os.getpid())
+        finally:
+            with contextlib.suppress(BaseException):
+                self.log.info("Worker exiting (pid: %s)", worker.pid)
+                self.cfg.worker_exit(self, worker)
+            worker.exit(code)
+
+    def _reap_workers(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if not pid:
+                return
+            if pid == self.reexec_pid:
+                self._reexec_child_exited(status)
+                continue
+            rec = self.workers.pop(pid, None)
+            if rec is None:
+                continue
+            self._worker_exited(rec, status)
+
+    def _worker_exited(self, rec: WorkerRecord, status: int) -> None:
+        assert self.scoreboard is not None
+        self.scoreboard.release(rec.worker.slot)
+        code = os.waitstatus_to_exitcode(status)
+        if code < 0:
+            sig = -code
+            if sig == signal.SIGKILL and not rec.killed:
+                self.log.error("Worker (pid:%s) was sent SIGKILL! Perhaps out of memory?", rec.pid)
+            elif sig != signal.SIGKILL:
+                self.log.error("Worker (pid:%s) was killed by signal %s", rec.pid, sig)
+        elif code and not rec.stopping and code not in (APP_LOAD_ERROR, WORKER_BOOT_ERROR):
+            self.log.error("Worker (pid:%s) exited with code %s", rec.pid, code)
+        with contextlib.suppress(Exception):
+            self.cfg.child_exit(self, rec.worker)
+        if code in (APP_LOAD_ERROR, WORKER_BOOT_ERROR) and not rec.ready:
+            self._boot_failed(rec, code)
+
+    def _boot_failed(self, rec: WorkerRecord, code: int) -> None:
+        what = "app failed to load" if code == APP_LOAD_ERROR else "worker failed to boot"
+        if rec.generation != self.generation:
+            return  # a generation we already gave up on
+        if rec.generation not in self.proven:
+            fallback = max(
+                (r.generation for r in self.workers.values() if r.generation in self.proven),
+                default=0,
+            )
+            if fallback:
+                self._reload_failed(what, fallback)
+                return
+            raise HaltServer(f"{what} (see the error above)", code)
+        # The generation booted before: something changed under it (a database
+        # down at import time, say). Keep the others serving; retry slower.
+        self.respawn_delay = min(max(self.respawn_delay * 2, 1.0), MAX_RESPAWN_DELAY)
+        self.next_spawn_at = time.monotonic() + self.respawn_delay
+        self.log.error("Worker failed to boot (%s); next try in %.0fs", what, self.respawn_delay)
+
+    def _terminate(self, rec: WorkerRecord, sig: int = signal.SIGTERM) -> None:
+        if sig == signal.SIGKILL:
+            self._kill_hard(rec)
+            return
+        if not rec.term_sent:
+            rec.term_sent = time.monotonic()
+            self._kill(rec.pid, sig)
+
+    def _kill_hard(self, rec: WorkerRecord) -> None:
+        rec.killed = True
+        rec.term_sent = rec.term_sent or time.monotonic()
+        self._kill(rec.pid, signal.SIGKILL)
+
+    def _kill(self, pid: int, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+    # -- stopping -----------------------------------------------------------------
+    def _stop(self, graceful: bool = True) -> None:
+        """Stop every worker: TERM and wait graceful_timeout, or QUIT at once."""
+        if self.stopping and not self.workers:
+            return
+        self.stopping = True
+        systemd.notify("STOPPING=1")
+        # Unix sockets handed to a USR2 child, or to systemd, must stay.
+        unlink = not self.reexec_pid and not self.master_pid and not sockets.systemd_fds(os.environ)
+        sockets.close_listeners(self.listeners, unlink=unlink)
+        self.listeners = []
+        sig = signal.SIGTERM if graceful else signal.SIGQUIT
+        limit = self.cfg.graceful_timeout if graceful else min(self.cfg.graceful_timeout, 5.0)
+        for rec in self.workers.values():
+            rec.term_sent = time.monotonic()
+            self._kill(rec.pid, sig)
+        deadline = time.monotonic() + limit
+        while self.workers and time.monotonic() < deadline:
+            self._reap_workers()
+            time.sleep(0.05)
+        for rec in self.workers.values():
+            self._kill_hard(rec)
+        while self.workers:
+            self._reap_workers()
+            time.sleep(0.01)
+
+    # -- USR2: a new master on the same sockets -------------------------------------
+    def reexec(self) -> None:
+        if self.reexec_pid:
+            self.log.warning(
+                "USR2 ignored: a new master (pid %s) is already running", self.reexec_pid
+            )
+            return
+        if self.master_pid:
+            self.log.warning("USR2 ignored: this master's parent master is still running")
+            return
+        if self.pidfile is not None:
+            self.pidfile.rename(f"{self.cfg.pidfile}.oldbin")
+        self.cfg.pre_exec(self)
+        fds = ",".join(str(listener.fileno()) for listener in self.listeners)
+        pid = os.fork()
+        if pid:
+            self.reexec_pid = pid
+            self.log.info("USR2: started a new master (pid %s)", pid)
+            systemd.notify(f"MAINPID={pid}")
+            return
+        env = dict(os.environ)
+        env[sockets.INHERITED_FDS_ENV] = fds
+        env[MASTER_PID_ENV] = str(self.pid)
+        for key in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"):
+            env.pop(key, None)
+        os.chdir(self.start_cwd)
+        try:
+            os.execve(sys.executable, [sys.executable, "-m", "supervise", *self.argv], env)
+        finally:
+            os._exit(1)
+
+    def _reexec_child_exited(self, status: int) -> None:
+        code = os.waitstatus_to_exitcode(status)
+        self.log.error(
+            "New master (pid %s) exited with %s; this master goes on", self.reexec_pid, code
+        )
+        self.reexec_pid = 0
+        if self.pidfile is not None:
+            self.pidfile.rename(self.cfg.pidfile)
+            self.pidfile.create(self.pid)
+        systemd.notify(f"MAINPID={self.pid}", "READY=1")
+
+    def _check_master(self) -> None:
+        """A USR2 child becomes the one master once its parent is gone."""
+        if self.master_pid and os.getppid() != self.master_pid:
+            self.log.info("Old master %s is gone: this master takes over", self.master_pid)
+            self.master_pid = 0
+            self._set_proctitle()

@@ -1,0 +1,294 @@
+"""The command line: argv + SUPERVISE_CMD_ARGS + config file -> Config, and ``main()``.
+
+Precedence, highest first: the command line, SUPERVISE_CMD_ARGS, the config
+file, the defaults (some of which come from the environment: PORT,
+WEB_CONCURRENCY, ...). ``load_config`` has no side effect beyond executing the
+config file, because the arbiter calls it again on SIGHUP to reload.
+"""
+
+from __future__ import annotations
+
+import argparse
+import builtins
+import importlib
+import importlib.util
+import os
+import shlex
+import sys
+import traceback
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, NoReturn
+
+from supervise import __version__
+from supervise.config import NOT_FROM_FILE, SECTIONS, SETTINGS, Config, ConfigError, Setting
+
+CMD_ARGS_ENV = "SUPERVISE_CMD_ARGS"
+DEFAULT_CONFIG_FILE = "supervise.conf.py"
+
+USAGE = "%(prog)s [OPTIONS] [APP_MODULE]"
+DESCRIPTION = (
+    "Run a Python web application (WSGI, ASGI or RSGI) with a pre-fork master and workers. "
+    "APP_MODULE is MODULE:ATTRIBUTE, e.g. myproject.wsgi:application."
+)
+EPILOG = (
+    f"Options can also be given in a config file (-c FILE, default ./{DEFAULT_CONFIG_FILE}) "
+    f"and in the {CMD_ARGS_ENV} environment variable; the command line wins. "
+    "Every setting is described in docs/settings.md."
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises ConfigError instead of printing usage and exiting, so that the
+    caller reports every configuration problem the same way (one line, exit 2) and a
+    reload on SIGHUP never exits the master."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(message)
+
+
+def _help_text(setting: Setting) -> str:
+    text = setting.short_help.replace("`", "")
+    if setting.action in ("store", "append"):
+        if setting.default_doc is not None:
+            default = setting.default_doc.replace("`", "")
+        else:
+            default = repr(setting.default)
+        text = f"{text} [default: {default}]"
+    return text.replace("%", "%%")  # argparse %-formats help strings
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser for every setting that has flags, grouped by section for --help.
+
+    Every default is SUPPRESS so that the namespace holds only what was actually
+    given; that is what lets the command line override the config file without
+    clobbering it with defaults.
+    """
+    parser = _Parser(
+        prog="supervise",
+        usage=USAGE,
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        allow_abbrev=False,
+        argument_default=argparse.SUPPRESS,
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"supervise {__version__} (Python {sys.version.split()[0]})",
+    )
+    parser.add_argument(
+        "app",
+        nargs="?",
+        metavar="APP_MODULE",
+        help="the application, as MODULE:ATTRIBUTE (sets wsgi_app)",
+    )
+    for section in SECTIONS:
+        group = parser.add_argument_group(section)
+        for setting in SETTINGS.values():
+            if setting.section != section or not setting.flags:
+                continue
+            kwargs: dict[str, Any] = {"dest": setting.name, "help": _help_text(setting)}
+            if setting.action == "toggle":
+                kwargs["action"] = argparse.BooleanOptionalAction
+            else:
+                kwargs["action"] = setting.action
+            if setting.action in ("store", "append"):
+                kwargs["metavar"] = setting.metavar
+                if setting.nargs is not None:
+                    kwargs["nargs"] = setting.nargs
+            group.add_argument(*setting.flags, **kwargs)
+    return parser
+
+
+def _parse(parser: argparse.ArgumentParser, args: list[str], source: str) -> dict[str, Any]:
+    try:
+        ns = parser.parse_args(args)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc}{source} (see supervise --help)") from None
+    values = vars(ns)
+    if "app" in values:
+        values["wsgi_app"] = values.pop("app")
+    return values
+
+
+def _apply(cfg: Config, values: Mapping[str, Any], source: str) -> None:
+    for name, value in values.items():
+        if name in SETTINGS and name not in NOT_FROM_FILE:
+            try:
+                cfg.set(name, value)
+            except ConfigError as exc:
+                raise ConfigError(f"{exc}{source}") from None
+
+
+def _raise_line(exc: BaseException, filename: str | None) -> str:
+    """' (line N)' for where the config file raised, else for the innermost frame."""
+    tb: TracebackType | None = exc.__traceback__
+    line = None
+    for frame, lineno in traceback.walk_tb(tb):
+        if filename is None or frame.f_code.co_filename == filename:
+            line = lineno
+    return f" (line {line})" if line is not None else ""
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def read_config_file(location: str) -> tuple[str, dict[str, Any]]:
+    """Execute a config file (or import a ``python:module``) and return its names.
+
+    Returns the location as it should be remembered (an absolute path, so that a
+    reload after a chdir still finds it) and the module namespace.
+    """
+    if location.startswith("python:"):
+        module_name = location[len("python:") :]
+        try:
+            spec = importlib.util.find_spec(module_name)
+        except (ImportError, ValueError) as exc:
+            raise ConfigError(f"cannot import config module {module_name!r}: {exc}") from None
+        if spec is None:
+            raise ConfigError(f"config module {module_name!r} not found")
+        try:
+            if module_name in sys.modules:  # a reload (SIGHUP) must see the edits
+                module = importlib.reload(sys.modules[module_name])
+            else:
+                module = importlib.import_module(module_name)
+        except (Exception, SystemExit) as exc:
+            where = _raise_line(exc, spec.origin)
+            raise ConfigError(
+                f"config module {module_name!r} raised {_one_line(exc)}{where}"
+            ) from None
+        return location, dict(vars(module))
+
+    path = os.path.abspath(os.path.expanduser(location.removeprefix("file:")))
+    try:
+        with open(path, "rb") as f:
+            source = f.read()
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ConfigError(f"cannot read config file {location!r}: {reason}") from None
+    try:
+        code = compile(source, path, "exec")
+    except SyntaxError as exc:
+        raise ConfigError(
+            f"config file {location!r} has a syntax error on line {exc.lineno}: {exc.msg}"
+        ) from None
+    except ValueError as exc:  # e.g. NUL bytes
+        raise ConfigError(f"config file {location!r} is not Python source: {exc}") from None
+    namespace: dict[str, Any] = {
+        "__builtins__": builtins,
+        "__name__": "__config__",
+        "__file__": path,
+        "__doc__": None,
+        "__package__": None,
+    }
+    try:
+        exec(code, namespace)
+    except (Exception, SystemExit) as exc:
+        where = _raise_line(exc, path)
+        raise ConfigError(f"config file {location!r} raised {_one_line(exc)}{where}") from None
+    return path, namespace
+
+
+def load_config(argv: list[str], environ: Mapping[str, str]) -> Config:
+    """Resolve the settings from argv (without the program name), SUPERVISE_CMD_ARGS,
+    the config file and the defaults. Raises ConfigError; --help and --version print
+    and raise SystemExit(0), as argparse does."""
+    parser = build_parser()
+    from_cli = _parse(parser, list(argv), "")
+    try:
+        env_args = shlex.split(environ.get(CMD_ARGS_ENV, ""))
+    except ValueError as exc:
+        raise ConfigError(f"cannot parse {CMD_ARGS_ENV}: {exc}") from None
+    env_source = f" (in {CMD_ARGS_ENV})"
+    from_env = _parse(parser, env_args, env_source)
+
+    cfg = Config(environ)
+    location = from_cli.get("config") or from_env.get("config")
+    if location is None and os.path.isfile(DEFAULT_CONFIG_FILE):
+        location = DEFAULT_CONFIG_FILE
+    if location:
+        resolved, namespace = read_config_file(location)
+        _apply(cfg, namespace, f" (in config file {location})")
+        cfg.set("config", resolved)
+    _apply(cfg, from_env, env_source)
+    _apply(cfg, from_cli, "")
+    return cfg
+
+
+def format_settings(cfg: Config) -> str:
+    """``--print-config``: ``name = value``, sorted; values as Python literals where possible."""
+    lines = []
+    for name, value in cfg.items():
+        if callable(value):
+            target = getattr(value, "__wrapped__", value)
+            module = getattr(target, "__module__", None) or "?"
+            qualname = getattr(target, "__qualname__", None) or type(target).__name__
+            shown = f"<{module}.{qualname}>"
+        else:
+            shown = repr(value)
+        lines.append(f"{name} = {shown}")
+    return "\n".join(lines) + "\n"
+
+
+def _fail(message: str, status: int) -> NoReturn:
+    sys.stderr.write(f"Error: {' '.join(message.split())}\n")
+    sys.exit(status)
+
+
+def check_app(cfg: Config) -> int:
+    """--check-config: import the app and make sure the worker class can serve it."""
+    from supervise.loading import AppLoadError, check_interface, load_app
+    from supervise.workers import WorkerClassError, load_worker_class
+
+    try:
+        worker_class = load_worker_class(cfg.worker_class_str)
+        app = load_app(cfg)
+        check_interface(app, cfg.app_uri or "", worker_class.interface, cfg.worker_class_str)
+    except (AppLoadError, WorkerClassError) as exc:
+        sys.stderr.write(f"Error: {exc}\n")
+        details = getattr(exc, "details", "")
+        if details:
+            sys.stderr.write(details.rstrip() + "\n")
+        return 1
+    except Exception:
+        sys.stderr.write("Error: loading the application failed:\n")
+        traceback.print_exc()
+        return 1
+    sys.stdout.write(
+        f"Configuration OK: {cfg.app_uri!r} loads and suits worker class {cfg.worker_class_str!r}\n"
+    )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The ``supervise`` command (also ``python -m supervise``)."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    try:
+        cfg = load_config(args, os.environ)
+    except ConfigError as exc:
+        _fail(str(exc), 2)
+
+    if cfg.print_config:
+        sys.stdout.write(format_settings(cfg))
+        sys.stdout.flush()
+        if not cfg.check_config:
+            sys.exit(0)
+    if not cfg.app_uri:
+        _fail(
+            "no application given: supervise [OPTIONS] MODULE:ATTRIBUTE "
+            "(or wsgi_app in the config file)",
+            2,
+        )
+    if cfg.check_config:
+        sys.exit(check_app(cfg))
+
+    from supervise.arbiter import Arbiter
+
+    try:
+        Arbiter(cfg, args).run()
+    except ConfigError as exc:  # e.g. a log file that cannot be opened at startup
+        _fail(str(exc), 2)

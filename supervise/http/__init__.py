@@ -1,0 +1,6 @@
+"""Protocol code shared by the Python workers.
+
+Nothing here knows which process model runs it: the WSGI layer works on a
+blocking-style connection object, so the sync worker, the gthread pool and
+gevent greenlets all drive the same code.
+"""

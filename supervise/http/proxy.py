@@ -1,0 +1,135 @@
+"""Proxy headers, believed only from the peers in ``forwarded_allow_ips``.
+
+From a trusted peer, ``secure_scheme_headers`` (Gunicorn's semantics) and the
+``proto=`` of ``Forwarded`` set ``wsgi.url_scheme``, and ``Forwarded: for=`` or
+``X-Forwarded-For`` set REMOTE_ADDR. The client address is found by walking
+the list from the right (the hop nearest to us) past the trusted proxies: the
+first untrusted hop is the client, since anything left of it was written by
+the client itself and proves nothing. With ``*`` every hop is trusted and the
+leftmost one wins. Unix-socket peers are trusted, as in Gunicorn: only local
+processes allowed by the socket file's permissions can connect.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+_CACHE_LIMIT = 4096
+
+
+class ContradictoryScheme(ValueError):
+    """Two secure-scheme headers of one request disagree (answered 400, as Gunicorn does)."""
+
+
+def _host(text: str) -> str | None:
+    """An address from a proxy header ("1.2.3.4:80", "[::1]:80", "::1"); None if not an IP."""
+    text = text.strip().strip('"')
+    if text.startswith("["):
+        text = text[1 : text.find("]")] if "]" in text else ""
+    elif text.count(":") == 1:
+        text = text.partition(":")[0]
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        return None
+
+
+def _forwarded_nodes(value: str) -> list[dict[str, str]]:
+    """RFC 7239 ``Forwarded``: one dict of lower-cased parameters per hop."""
+    nodes = []
+    for element in value.split(","):
+        params = {}
+        for pair in element.split(";"):
+            key, sep, val = pair.partition("=")
+            if sep:
+                params[key.strip().lower()] = val.strip().strip('"')
+        nodes.append(params)
+    return nodes
+
+
+class ProxyRules:
+    """Which peers are trusted, and how their headers rewrite the environ."""
+
+    def __init__(self, cfg: Any) -> None:
+        allow = cfg.forwarded_allow_ips or []
+        if isinstance(allow, str):
+            allow = [a.strip() for a in allow.split(",") if a.strip()]
+        self.allow_all = "*" in allow
+        self.enabled = bool(allow)
+        self._addresses: set[str] = set()
+        self._networks: list[Any] = []
+        for item in allow:
+            if item == "*":
+                continue
+            net = ipaddress.ip_network(item, strict=False)
+            if net.num_addresses == 1:
+                self._addresses.add(str(net.network_address))
+            else:
+                self._networks.append(net)
+        self._cache: dict[str, bool] = {}
+        self._scheme_headers = [
+            ("HTTP_" + name.upper().replace("-", "_"), value)
+            for name, value in (cfg.secure_scheme_headers or {}).items()
+        ]
+
+    def trusts(self, host: str) -> bool:
+        """Whether the peer at ``host`` may set proxy headers (cached per address)."""
+        if self.allow_all:
+            return True
+        trusted = self._cache.get(host)
+        if trusted is None:
+            trusted = self._check(host)
+            if len(self._cache) < _CACHE_LIMIT:
+                self._cache[host] = trusted
+        return trusted
+
+    def _check(self, host: str) -> bool:
+        if host in self._addresses:
+            return True
+        try:
+            ip = ipaddress.ip_address(host)
+        except ValueError:
+            return False
+        mapped = getattr(ip, "ipv4_mapped", None)
+        if mapped is not None and str(mapped) in self._addresses:
+            return True
+        return any(ip in net or (mapped is not None and mapped in net) for net in self._networks)
+
+    def _client(self, hosts: list[str | None]) -> tuple[int, str | None]:
+        """(index, address) of the client among the hops, left to right."""
+        if not hosts:
+            return -1, None
+        if not self.allow_all:
+            for i in range(len(hosts) - 1, -1, -1):
+                host = hosts[i]
+                if host is None or not self.trusts(host):
+                    return i, host
+        return 0, hosts[0]
+
+    def apply(self, environ: dict[str, Any]) -> None:
+        """Rewrite the environ of a request from a trusted peer; may raise ContradictoryScheme."""
+        scheme = None
+        for key, expected in self._scheme_headers:
+            value = environ.get(key)
+            if value is not None:
+                this = "https" if value == expected else "http"
+                if scheme is not None and this != scheme:
+                    raise ContradictoryScheme("Contradictory scheme headers")
+                scheme = this
+        client = None
+        forwarded = environ.get("HTTP_FORWARDED")
+        if forwarded is not None:
+            nodes = _forwarded_nodes(forwarded)
+            index, client = self._client([_host(n.get("for", "")) for n in nodes])
+            proto = nodes[index].get("proto", "").lower() if index >= 0 else ""
+            if scheme is None and proto in ("http", "https"):
+                scheme = proto
+        else:
+            xff = environ.get("HTTP_X_FORWARDED_FOR")
+            if xff:
+                _, client = self._client([_host(h) for h in xff.split(",") if h.strip()])
+        if scheme is not None:
+            environ["wsgi.url_scheme"] = scheme
+        if client is not None:
+            environ["REMOTE_ADDR"] = client

@@ -1,0 +1,240 @@
+"""PEP 3333: serving WSGI requests on a connection, for every WSGI worker.
+
+The sync, gthread and gevent workers all drive ``WSGIHandler``; they differ
+only in how they get connections and how many requests they run at once::
+
+    handler = WSGIHandler(worker, multithread=False)
+    base = handler.base_environ(listener)           # once per listener
+    conn = handler.connection(sock, addr, base)     # per accepted socket
+    while handler.handle(conn, keep_alive=True):    # per request
+        ...                                         # (sync: keep_alive=False)
+    conn.close()
+
+Environs are built in three layers so that per-request work stays small: the
+listener's base (wsgi.*, SERVER_*, SCRIPT_NAME) once, the peer (REMOTE_*) once
+per connection, and the request's own keys natively by
+``Request.wsgi_environ``, which copies the connection's dict.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
+
+from supervise import SERVER_SOFTWARE
+from supervise._native import ChunkedDecoder, ParseError, RequestParser, set_server_header
+from supervise.http.connection import Connection
+from supervise.http.errors import ClientError, error_response
+from supervise.http.proxy import ContradictoryScheme, ProxyRules
+from supervise.http.wsgi_input import EMPTY_INPUT, WSGIInput
+from supervise.http.wsgi_response import FileWrapper, Response
+
+if TYPE_CHECKING:
+    import socket
+
+    from supervise.sockets import Listener
+    from supervise.workers.base import Worker
+
+__all__ = ["ErrorStream", "FileWrapper", "WSGIHandler"]
+
+# A body the application left unread is drained when at most this big, so the
+# connection can carry another request; a bigger one closes the connection.
+DRAIN_LIMIT = 64 * 1024
+
+
+class ErrorStream:
+    """``wsgi.errors``: text the application writes goes where the error log goes.
+
+    Written straight to the error log's streams (a file or stderr), not as log
+    records: applications write partial lines and tracebacks here.
+    """
+
+    def __init__(self, log: Any) -> None:
+        self._log = log
+
+    def _streams(self) -> list[Any]:
+        logger = getattr(self._log, "error_log", None)
+        handlers = getattr(logger, "handlers", ())
+        streams = [h.stream for h in handlers if isinstance(h, logging.StreamHandler)]
+        return streams or [sys.stderr]
+
+    def write(self, text: str) -> None:
+        for stream in self._streams():
+            stream.write(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        for stream in self._streams():
+            stream.flush()
+
+
+def request_line(req: Any) -> str:
+    return f"{req.method} {req.target} HTTP/{req.http_version}"
+
+
+class WSGIHandler:
+    """Serves WSGI requests for one worker; safe to share between its threads."""
+
+    def __init__(self, worker: Worker, *, multithread: bool = False) -> None:
+        cfg = worker.cfg
+        self.worker = worker
+        self.app = worker.app
+        self.log = worker.log
+        self.cfg = cfg
+        self.parse = RequestParser(
+            cfg.limit_request_line, cfg.limit_request_fields, cfg.limit_request_field_size
+        ).parse
+        self.header_timeout: float | None = cfg.header_timeout or None
+        self.body_timeout: float | None = cfg.body_timeout or None
+        # Sending is bounded by the worker timeout: past it the worker is
+        # presumed stuck anyway.
+        self.send_timeout: float | None = cfg.timeout or None
+        self.limit_body: int = cfg.limit_request_body
+        self.is_tls = worker.ssl_context is not None
+        self.sendfile = bool(cfg.sendfile) and not self.is_tls
+        self.proxy = ProxyRules(cfg)
+        self.pre_request = cfg.pre_request
+        self.post_request = cfg.post_request
+        self.access_log = bool(cfg.accesslog or cfg.logconfig_dict)
+        if not cfg.server_header:
+            set_server_header(None)
+        self.multithread = multithread
+
+    # -- environ layers ----------------------------------------------------------
+    def base_environ(self, listener: Listener) -> dict[str, Any]:
+        """The keys shared by every request on ``listener``."""
+        return {
+            "wsgi.version": (1, 0),
+            "wsgi.url_scheme": "https" if self.is_tls else "http",
+            "wsgi.errors": ErrorStream(self.log),
+            "wsgi.multithread": self.multithread,
+            "wsgi.multiprocess": self.cfg.workers > 1,
+            "wsgi.run_once": False,
+            "wsgi.file_wrapper": FileWrapper,
+            "wsgi.input_terminated": True,
+            "SERVER_SOFTWARE": SERVER_SOFTWARE,
+            "SERVER_NAME": listener.server_name,
+            "SERVER_PORT": listener.server_port,
+            "SCRIPT_NAME": self.cfg.root_path or "",
+        }
+
+    def connection(self, sock: socket.socket, addr: Any, base: dict[str, Any]) -> Connection:
+        """Wrap an accepted, non-blocking socket (already TLS-wrapped when TLS)."""
+        environ = base.copy()
+        if type(addr) is tuple:
+            host = addr[0]
+            environ["REMOTE_ADDR"] = host
+            environ["REMOTE_PORT"] = str(addr[1])
+            trusted = self.proxy.enabled and self.proxy.trusts(host)
+        else:
+            # A unix socket: the peer usually has no name ("").
+            environ["REMOTE_ADDR"] = addr.decode() if isinstance(addr, bytes) else (addr or "")
+            trusted = self.proxy.enabled
+        return Connection(sock, environ, trusted, self.send_timeout)
+
+    # -- one request -----------------------------------------------------------------
+    def handle(
+        self, conn: Connection, keep_alive: bool = False, idle_timeout: float | None = None
+    ) -> bool:
+        """Read one request from ``conn``, run the app, send the response.
+
+        Returns True when the connection may carry another request. Never
+        raises for anything a client or the application does.
+        ``idle_timeout`` bounds the wait for the first byte (keep-alive).
+        """
+        try:
+            req = conn.read_head(self.parse, self.header_timeout, idle_timeout)
+        except ParseError as exc:
+            self._refuse(conn, exc.status, exc.reason)
+            return False
+        except ClientError as exc:
+            if exc.status:
+                self._refuse(conn, exc.status, str(exc))
+            return False
+        if req is None:
+            return False
+        return self._serve(conn, req, keep_alive)
+
+    def _refuse(self, conn: Connection, status: int, reason: str) -> None:
+        """Answer a request that cannot be served and mark the connection for closing."""
+        self.log.debug("Invalid request from %s: %s", conn.environ.get("REMOTE_ADDR"), reason)
+        conn.linger = True
+        with contextlib.suppress(ClientError):
+            conn.sendall(error_response(status, reason))
+
+    def _serve(self, conn: Connection, req: Any, keep_alive: bool) -> bool:
+        environ = req.wsgi_environ(conn.environ)
+        resp = Response(conn, req.http_version, keep_alive and req.keep_alive, req.method == "HEAD")
+        length = req.content_length
+        if req.chunked:
+            body: Any = WSGIInput(
+                conn, -1, ChunkedDecoder(self.limit_body), self.body_timeout, req.expect_continue
+            )
+        elif length:
+            body = WSGIInput(conn, length, None, self.body_timeout, req.expect_continue)
+        else:
+            body = EMPTY_INPUT
+        environ["wsgi.input"] = body
+        worker = self.worker
+        started = perf_counter() if self.access_log else 0.0
+        try:
+            if self.limit_body and length and length > self.limit_body:
+                resp.send_error(413, f"Request body larger than {self.limit_body} bytes")
+            else:
+                if conn.trusted:
+                    self.proxy.apply(environ)
+                self.pre_request(worker, req)
+                self._run_app(environ, resp)
+        except ClientError as exc:
+            # The client went away or misbehaved: not the application's fault.
+            if not resp.head_sent and exc.status:
+                resp.send_error(exc.status, str(exc))
+            resp.keep_alive = False
+            self.log.debug("%s: %s", request_line(req), exc)
+        except ContradictoryScheme as exc:
+            resp.send_error(400, str(exc))
+        except Exception:
+            self.log.exception("Error handling request %s", request_line(req))
+            if resp.head_sent:
+                resp.keep_alive = False  # cut off: the client sees a truncated response
+            else:
+                resp.send_error(500)
+        keep = resp.keep_alive
+        if not body.done:
+            if keep:
+                keep = body.drain(DRAIN_LIMIT)
+            if not body.done:
+                conn.linger = True
+        try:
+            self.post_request(worker, req, environ, resp)
+        except Exception:
+            self.log.exception("post_request hook failed for %s", request_line(req))
+        if self.access_log:
+            self.log.access(resp, req, environ, perf_counter() - started)
+        worker.request_done()
+        return keep
+
+    def _run_app(self, environ: dict[str, Any], resp: Response) -> None:
+        result = self.app(environ, resp.start_response)
+        try:
+            if type(result) is list and len(result) == 1:
+                resp.send_whole(result[0])
+                return
+            if type(result) is FileWrapper and resp.send_file(result, self.sendfile):
+                resp.finish()
+                return
+            write = resp.write
+            for data in result:
+                write(data)
+            resp.finish()
+        finally:
+            if type(result) is not list:
+                close = getattr(result, "close", None)
+                if close is not None:
+                    close()

@@ -1,0 +1,409 @@
+"""The error log and the access log, in Gunicorn's formats.
+
+Error log lines look like ``[2026-11-22 10:00:00 +0000] [PID] [INFO] message``.
+Access lines follow ``access_log_format`` with Gunicorn's atoms. The format is
+compiled once per ``setup()`` into one %-template plus a tuple of getters, so
+that a request costs one getter call per atom used and a single string format,
+never a dict of every atom.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import logging
+import logging.config
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import IO, Any
+
+from supervise.config import ConfigError
+
+ERROR_LOGGER = "supervise.error"
+ACCESS_LOGGER = "supervise.access"
+ERROR_FORMAT = "[%(asctime)s] [%(process)d] [%(levelname)s] %(message)s"
+DATE_FORMAT = "%Y-%m-%d %H:%M:%S %z"
+
+LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+}
+
+# (resp, environ, request_time_seconds) -> the atom's value
+Getter = Callable[[Any, Mapping[str, Any], float], Any]
+
+
+# --------------------------------------------------------------------------- access atoms
+
+# Request data is attacker-controlled: escape what could forge or break a log line.
+_UNSAFE = re.compile(r'["\\\x00-\x1f\x7f]')
+
+
+def _escape_char(m: re.Match[str]) -> str:
+    c = m.group()
+    if c == '"':
+        return '\\"'
+    if c == "\\":
+        return "\\\\"
+    return f"\\x{ord(c):02x}"
+
+
+def escape(value: str) -> str:
+    if _UNSAFE.search(value) is None:
+        return value
+    return _UNSAFE.sub(_escape_char, value)
+
+
+def _environ_atom(key: str, default: str = "-") -> Getter:
+    def get(resp: Any, environ: Mapping[str, Any], rt: float) -> str:
+        value = environ.get(key)
+        return escape(value) if value else default
+
+    return get
+
+
+_time_cache: tuple[int, str] = (0, "")
+
+
+def _atom_t(resp: Any, environ: Mapping[str, Any], rt: float) -> str:
+    # One strftime per second at most; a tuple is swapped in whole, so threads never
+    # see a second that does not match its text.
+    global _time_cache
+    now = int(time.time())
+    cached = _time_cache
+    if cached[0] != now:
+        cached = (now, time.strftime("[%d/%b/%Y:%H:%M:%S %z]", time.localtime(now)))
+        _time_cache = cached
+    return cached[1]
+
+
+def _atom_r(resp: Any, environ: Mapping[str, Any], rt: float) -> str:
+    uri = environ.get("RAW_URI")
+    if uri is None:
+        uri = environ.get("PATH_INFO", "")
+        if environ.get("QUERY_STRING"):
+            uri = f"{uri}?{environ['QUERY_STRING']}"
+    line = f"{environ.get('REQUEST_METHOD', '-')} {uri} {environ.get('SERVER_PROTOCOL', '-')}"
+    return escape(line)
+
+
+def _atom_u(resp: Any, environ: Mapping[str, Any], rt: float) -> str:
+    auth = environ.get("HTTP_AUTHORIZATION")
+    if not auth:
+        return "-"
+    scheme, _, credentials = auth.partition(" ")
+    if scheme.lower() != "basic":
+        return "-"
+    try:
+        decoded = base64.b64decode(credentials.strip(), validate=True).decode("latin-1")
+    except (binascii.Error, ValueError):
+        return "-"
+    user = decoded.partition(":")[0]
+    return escape(user) if user else "-"
+
+
+def _status_code(resp: Any) -> int | str:
+    code = getattr(resp, "status_code", None)
+    if code is not None:
+        return code
+    status = getattr(resp, "status", None)
+    return str(status).split(" ", 1)[0] if status else "-"
+
+
+def _sent(resp: Any) -> int:
+    return getattr(resp, "sent", None) or 0
+
+
+def _atom_b(resp: Any, environ: Mapping[str, Any], rt: float) -> int | str:
+    sent = getattr(resp, "sent", None)
+    return "-" if sent is None else sent
+
+
+_SIMPLE: dict[str, Getter] = {
+    "h": _environ_atom("REMOTE_ADDR"),
+    "l": lambda resp, environ, rt: "-",
+    "u": _atom_u,
+    "t": _atom_t,
+    "r": _atom_r,
+    "m": _environ_atom("REQUEST_METHOD"),
+    "U": _environ_atom("PATH_INFO"),
+    "q": _environ_atom("QUERY_STRING", default=""),
+    "H": _environ_atom("SERVER_PROTOCOL"),
+    "s": lambda resp, environ, rt: _status_code(resp),
+    "B": lambda resp, environ, rt: _sent(resp),
+    "b": _atom_b,
+    "f": _environ_atom("HTTP_REFERER"),
+    "a": _environ_atom("HTTP_USER_AGENT"),
+    "T": lambda resp, environ, rt: int(rt),
+    "M": lambda resp, environ, rt: int(rt * 1000),
+    "D": lambda resp, environ, rt: int(rt * 1_000_000),
+    "L": lambda resp, environ, rt: f"{rt:.6f}",
+    "p": lambda resp, environ, rt: f"<{os.getpid()}>",
+}
+
+
+def _request_header(name: str) -> Getter:
+    key = name.upper().replace("-", "_")
+    if key not in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+        key = "HTTP_" + key
+    return _environ_atom(key)
+
+
+def _response_header(name: str) -> Getter:
+    name = name.lower()
+
+    def get(resp: Any, environ: Mapping[str, Any], rt: float) -> str:
+        found = None
+        for key, value in getattr(resp, "headers", None) or ():
+            if key.lower() == name:
+                found = value  # the last one wins, as in Gunicorn
+        return escape(found) if found else "-"
+
+    return get
+
+
+def _variable(name: str) -> Getter:
+    """A process environment variable (Gunicorn), else a WSGI environ key."""
+    upper = name.upper()
+
+    def get(resp: Any, environ: Mapping[str, Any], rt: float) -> str:
+        value = os.environ.get(name) or os.environ.get(upper)
+        if value is None:
+            value = environ.get(name) or environ.get(upper)
+        return escape(str(value)) if value else "-"
+
+    return get
+
+
+def _atom(key: str) -> Getter:
+    if key in _SIMPLE:
+        return _SIMPLE[key]
+    m = re.fullmatch(r"\{([^}]*)\}([ioe])", key, re.IGNORECASE)
+    if m:
+        name, kind = m.group(1), m.group(2).lower()
+        if kind == "i":
+            return _request_header(name)
+        if kind == "o":
+            return _response_header(name)
+        return _variable(name)
+    return lambda resp, environ, rt: "-"  # unknown atoms print "-", as in Gunicorn
+
+
+_PLACEHOLDER = re.compile(r"%\((?P<key>[^)]*)\)(?P<spec>[-#0 +]*\d*(?:\.\d+)?[diouxXeEfFgGcrsa])")
+
+
+def compile_access_format(fmt: str) -> tuple[str, tuple[Getter, ...]]:
+    """Split ``fmt`` into a %-template with positional placeholders and its getters."""
+    template: list[str] = []
+    getters: list[Getter] = []
+    pos = 0
+    for m in _PLACEHOLDER.finditer(fmt):
+        # Literal text keeps a "%%" as one "%", and any other "%" stays literal.
+        template.append(fmt[pos : m.start()].replace("%%", "%").replace("%", "%%"))
+        template.append("%" + m.group("spec"))
+        getters.append(_atom(m.group("key")))
+        pos = m.end()
+    template.append(fmt[pos:].replace("%%", "%").replace("%", "%%"))
+    return "".join(template), tuple(getters)
+
+
+# --------------------------------------------------------------------------- Logger
+
+
+class Logger:
+    """The server's logger: ``log.info(...)`` for the error log, ``log.access(...)`` per
+    request. Re-apply settings with ``setup(cfg)`` (SIGHUP); ``reopen_files()`` (SIGUSR1)
+    reopens log files after logrotate moved them."""
+
+    def __init__(self, cfg: Any) -> None:
+        self.cfg = cfg
+        self.error_log = logging.getLogger(ERROR_LOGGER)
+        self.access_log = logging.getLogger(ACCESS_LOGGER)
+        self._capture: IO[str] | None = None
+        self._access_template: str | None = None
+        self._access_getters: tuple[Getter, ...] = ()
+        self.setup(cfg)
+
+    # -- error log
+
+    def debug(self, msg: str, *args: Any, **kw: Any) -> None:
+        self.error_log.debug(msg, *args, **kw)
+
+    def info(self, msg: str, *args: Any, **kw: Any) -> None:
+        self.error_log.info(msg, *args, **kw)
+
+    def warning(self, msg: str, *args: Any, **kw: Any) -> None:
+        self.error_log.warning(msg, *args, **kw)
+
+    def error(self, msg: str, *args: Any, **kw: Any) -> None:
+        self.error_log.error(msg, *args, **kw)
+
+    def critical(self, msg: str, *args: Any, **kw: Any) -> None:
+        self.error_log.critical(msg, *args, **kw)
+
+    def exception(self, msg: str, *args: Any, **kw: Any) -> None:
+        self.error_log.exception(msg, *args, **kw)
+
+    def log(self, level: int | str, msg: str, *args: Any, **kw: Any) -> None:
+        if isinstance(level, str):
+            level = LEVELS.get(level.lower(), logging.INFO)
+        self.error_log.log(level, msg, *args, **kw)
+
+    # -- access log
+
+    def access(self, resp: Any, req: Any, environ: Mapping[str, Any], request_time: float) -> None:
+        """Log one request. ``req`` may be None: everything comes from the WSGI environ
+        and the response (``status``, ``status_code``, ``headers``, ``sent``)."""
+        template = self._access_template
+        if template is None:
+            return
+        try:
+            line = template % tuple([g(resp, environ, request_time) for g in self._access_getters])
+        except Exception:
+            self.error_log.exception("Cannot format the access log line")
+            return
+        self.access_log.info(line)
+
+    # -- configuration
+
+    def setup(self, cfg: Any) -> None:
+        """(Re)build handlers from the settings. Raises ConfigError when a log file cannot
+        be opened."""
+        self.cfg = cfg
+        self.error_log = logging.getLogger(ERROR_LOGGER)
+        self.access_log = logging.getLogger(ACCESS_LOGGER)
+        for logger in (self.error_log, self.access_log):
+            self._drop_handlers(logger)
+            logger.propagate = False
+
+        self.error_log.setLevel(LEVELS.get(cfg.loglevel, logging.INFO))
+        handler = self._handler(cfg.errorlog, sys.stderr)
+        handler.setFormatter(logging.Formatter(ERROR_FORMAT, DATE_FORMAT))
+        self.error_log.addHandler(handler)
+
+        self.access_log.setLevel(logging.INFO)
+        access_on = bool(cfg.accesslog)
+        if access_on:
+            handler = self._handler(cfg.accesslog, sys.stdout)
+            handler.setFormatter(logging.Formatter("%(message)s"))
+            self.access_log.addHandler(handler)
+
+        self._capture_output()
+
+        if cfg.logconfig_dict:
+            self._apply_dict_config(cfg.logconfig_dict)
+            access_on = True  # the user's handlers decide where access lines go
+
+        if access_on:
+            self._access_template, self._access_getters = compile_access_format(
+                cfg.access_log_format
+            )
+        else:
+            self._access_template, self._access_getters = None, ()
+
+    def reopen_files(self) -> None:
+        """Reopen every log file by name (after logrotate renamed it)."""
+        for logger in (self.error_log, self.access_log):
+            for handler in logger.handlers:
+                if isinstance(handler, logging.FileHandler):
+                    handler.acquire()
+                    try:
+                        if handler.stream:
+                            handler.stream.flush()
+                            handler.stream.close()
+                        handler.stream = open(  # noqa: SIM115 - the handler owns it
+                            handler.baseFilename,
+                            handler.mode,
+                            encoding=handler.encoding,
+                            errors=handler.errors,
+                        )
+                    finally:
+                        handler.release()
+                    self._chown(handler.baseFilename)
+        self._capture_output()
+
+    def close(self) -> None:
+        """Close the handlers of supervise's loggers (tests, shutdown)."""
+        names = {ERROR_LOGGER, ACCESS_LOGGER, self.error_log.name, self.access_log.name}
+        for name in names:
+            self._drop_handlers(logging.getLogger(name))
+        if self._capture is not None:
+            self._capture.close()
+            self._capture = None
+
+    # -- helpers
+
+    @staticmethod
+    def _drop_handlers(logger: logging.Logger) -> None:
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+            # Our own "-" handlers wrap sys.stdout/sys.stderr: flush, never close those.
+            if isinstance(handler, logging.FileHandler):
+                handler.close()
+            else:
+                handler.flush()
+
+    def _handler(self, target: str, stream: IO[str]) -> logging.Handler:
+        if target == "-":
+            return logging.StreamHandler(stream)
+        try:
+            handler = logging.FileHandler(target, mode="a", encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot open log file {target!r}: {exc.strerror or exc}") from None
+        self._chown(handler.baseFilename)
+        return handler
+
+    def _chown(self, path: str) -> None:
+        # Workers switch to cfg.user; they must still be able to reopen the files on USR1.
+        if os.geteuid() != 0:
+            return
+        uid, gid = self.cfg.uid, self.cfg.gid
+        if (uid, gid) == (0, 0):
+            return
+        with contextlib.suppress(OSError):
+            os.chown(path, uid, gid)
+
+    def _capture_output(self) -> None:
+        """With capture_output, point fds 1 and 2 at the error log file, so that print()s
+        and C-level writes of the application land there too."""
+        old = self._capture
+        self._capture = None
+        if self.cfg.capture_output and self.cfg.errorlog != "-":
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(OSError, ValueError):
+                    stream.flush()
+            try:
+                capture = open(self.cfg.errorlog, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot open log file {self.cfg.errorlog!r}: {exc.strerror or exc}"
+                ) from None
+            os.dup2(capture.fileno(), 1)
+            os.dup2(capture.fileno(), 2)
+            self._capture = capture
+        if old is not None:
+            old.close()
+
+    def _apply_dict_config(self, config: Mapping[str, Any]) -> None:
+        config = dict(config)
+        config.setdefault("version", 1)
+        # Without this, dictConfig would silence supervise's own loggers.
+        config.setdefault("disable_existing_loggers", False)
+        try:
+            logging.config.dictConfig(config)
+        except (ValueError, TypeError, AttributeError, ImportError) as exc:
+            raise ConfigError(f"invalid value for logconfig_dict: {exc}") from None
+        # A dict written for Gunicorn configures gunicorn.error / gunicorn.access: log
+        # through those loggers so that it keeps working unchanged.
+        loggers = config.get("loggers") or {}
+        if "gunicorn.error" in loggers and ERROR_LOGGER not in loggers:
+            self.error_log = logging.getLogger("gunicorn.error")
+        if "gunicorn.access" in loggers and ACCESS_LOGGER not in loggers:
+            self.access_log = logging.getLogger("gunicorn.access")

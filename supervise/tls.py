@@ -1,0 +1,52 @@
+"""The server's ``ssl.SSLContext``, built in each worker after fork.
+
+Built from keyfile/certfile/ca_certs/cert_reqs/ciphers, then handed to the
+``ssl_context(config, default_ssl_context_factory)`` hook, which returns the
+context to use: the default one, that one adjusted (a minimum TLS version, an
+extra CA) or one of its own. The same hook as Gunicorn's, so configs carry over.
+"""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+
+
+class TLSConfigError(Exception):
+    """The TLS settings cannot make a context; str() names the files and the reason."""
+
+
+def _default_context(cfg: Any) -> ssl.SSLContext:
+    if not cfg.certfile:
+        raise TLSConfigError("TLS needs a certificate: set certfile (and keyfile)")
+    # Purpose.CLIENT_AUTH makes a server-side context with Python's secure
+    # defaults (TLS 1.2 or later, no compression, sound ciphers).
+    try:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=cfg.ca_certs)
+    except (OSError, ssl.SSLError) as exc:
+        raise TLSConfigError(f"cannot load ca_certs {cfg.ca_certs!r}: {exc}") from None
+    try:
+        context.load_cert_chain(certfile=cfg.certfile, keyfile=cfg.keyfile)
+    except (OSError, ssl.SSLError) as exc:
+        raise TLSConfigError(
+            f"cannot load certfile {cfg.certfile!r} / keyfile {cfg.keyfile!r}: {exc}"
+        ) from None
+    context.verify_mode = ssl.VerifyMode(cfg.cert_reqs)
+    if cfg.ciphers:
+        try:
+            context.set_ciphers(cfg.ciphers)
+        except ssl.SSLError as exc:
+            raise TLSConfigError(f"invalid ciphers {cfg.ciphers!r}: {exc}") from None
+    # Only HTTP/1.1 is spoken by the Python workers; say so to ALPN clients.
+    context.set_alpn_protocols(["http/1.1"])
+    return context
+
+
+def create_ssl_context(cfg: Any) -> ssl.SSLContext:
+    """The context the workers wrap accepted sockets with."""
+    context = cfg.ssl_context(cfg, lambda: _default_context(cfg))
+    if not isinstance(context, ssl.SSLContext):
+        raise TLSConfigError(
+            f"the ssl_context hook returned {type(context).__name__}, not an ssl.SSLContext"
+        )
+    return context

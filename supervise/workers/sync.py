@@ -1,0 +1,139 @@
+"""The sync worker: one request per connection, one connection at a time.
+
+Like Gunicorn's sync worker, every response closes its connection, so a slow
+or idle client can hold the worker only as long as header_timeout allows; put
+it behind a buffering proxy (nginx) when clients are on slow networks.
+
+The loop is the hot path of the simplest deployment. It waits on the
+listeners and the signal wake-up pipe, and once a connection is accepted keeps
+accepting without waiting until the backlog is empty: under load most
+requests then cost an accept, one recv, the native parse, the app and one
+send, with no poll in between.
+"""
+
+from __future__ import annotations
+
+import errno
+import select
+import time
+from typing import Any
+
+from supervise.http.wsgi import WSGIHandler
+from supervise.workers.base import Worker
+
+# accept() failures that concern one connection only: try the next one.
+_ACCEPT_RETRY = {errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.EINTR}
+# Out of descriptors or memory: stop accepting for a moment instead of spinning.
+_ACCEPT_BACKOFF = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+
+
+class SyncWorker(Worker):
+    """Serves WSGI apps one request per connection (always ``Connection: close``)."""
+
+    interface = "wsgi"
+
+    def run(self) -> None:
+        handler = WSGIHandler(self, multithread=False)
+        targets: dict[int, tuple[Any, dict]] = {}
+        for listener in self.listeners:
+            listener.sock.setblocking(False)
+            targets[listener.sock.fileno()] = (listener.sock, handler.base_environ(listener))
+        poll = _listener_poll(list(targets), self.wakeup_fd)
+        interval = min(1.0, self.timeout / 2) if self.timeout > 0 else 1.0
+        while self.alive:
+            self.notify()
+            for fd, _ in poll(interval):
+                if fd == self.wakeup_fd:
+                    self.drain_wakeup()
+                elif self.alive:
+                    sock, base = targets[fd]
+                    self._accept_all(handler, sock, base)
+
+    def _accept_all(self, handler: WSGIHandler, listener: Any, base: dict) -> None:
+        """Accept and serve until the backlog is empty (or a stop is asked)."""
+        accept = listener.accept
+        serve = self._serve_tls if self.ssl_context is not None else self._serve
+        active = False
+        try:
+            while self.alive:
+                try:
+                    sock, addr = accept()
+                except BlockingIOError:
+                    return
+                except OSError as exc:
+                    if exc.errno in _ACCEPT_RETRY:
+                        continue
+                    if exc.errno in _ACCEPT_BACKOFF:
+                        self.log.error("accept() failed: %s; pausing for a moment", exc)
+                        time.sleep(0.1)
+                        return
+                    raise
+                if not active:
+                    active = True
+                    self.set_active(1)
+                serve(handler, sock, addr, base)
+                self.notify()
+        finally:
+            if active:
+                self.set_active(0)
+
+    def _serve(self, handler: WSGIHandler, sock: Any, addr: Any, base: dict) -> None:
+        sock.setblocking(False)
+        conn = handler.connection(sock, addr, base)
+        try:
+            handler.handle(conn)
+        except Exception:  # handle() answers every client/app error; this is a bug guard
+            self.log.exception("Error serving a connection from %s", addr)
+        finally:
+            conn.close()
+
+    def _serve_tls(self, handler: WSGIHandler, sock: Any, addr: Any, base: dict) -> None:
+        sock.setblocking(False)
+        assert self.ssl_context is not None
+        try:
+            sock = self.ssl_context.wrap_socket(
+                sock,
+                server_side=True,
+                do_handshake_on_connect=False,
+                suppress_ragged_eofs=self.cfg.suppress_ragged_eofs,
+            )
+        except (OSError, ValueError) as exc:
+            self.log.debug("TLS setup for %s failed: %s", addr, exc)
+            sock.close()
+            return
+        conn = handler.connection(sock, addr, base)
+        try:
+            conn.handshake(handler.header_timeout)
+        except (OSError, ValueError) as exc:
+            # Port scanners, plain HTTP on the TLS port, expired client certs...
+            self.log.debug("TLS handshake with %s failed: %s", addr, exc)
+            conn.close()
+            return
+        try:
+            handler.handle(conn)
+        except Exception:
+            self.log.exception("Error serving a connection from %s", addr)
+        finally:
+            conn.close()
+
+
+def _listener_poll(fds: list[int], wakeup_fd: int) -> Any:
+    """A poll(timeout_seconds) -> [(fd, events)] over the listeners and the wake-up pipe.
+
+    epoll with EPOLLEXCLUSIVE where the kernel has it: with several workers on
+    one listener, a new connection then wakes one worker instead of all.
+    """
+    if hasattr(select, "epoll"):
+        ep = select.epoll()
+        exclusive = getattr(select, "EPOLLEXCLUSIVE", 0)
+        for fd in fds:
+            try:
+                ep.register(fd, select.EPOLLIN | exclusive)
+            except OSError:  # kernels before 4.5 refuse EPOLLEXCLUSIVE
+                ep.register(fd, select.EPOLLIN)
+        ep.register(wakeup_fd, select.EPOLLIN)
+        return ep.poll
+    poller = select.poll()
+    for fd in [*fds, wakeup_fd]:
+        poller.register(fd, select.POLLIN)
+    return lambda timeout: poller.poll(timeout * 1000.0)

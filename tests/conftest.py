@@ -1,0 +1,229 @@
+"""Fixtures that run the real `supervise` command and talk to it over real sockets."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from signal import SIGKILL, SIGQUIT, SIGTERM
+
+import pytest
+
+TESTS_DIR = Path(__file__).parent
+APPS_DIR = TESTS_DIR / "apps"
+REPO_DIR = TESTS_DIR.parent
+SHARED_DIR = REPO_DIR.parent / "shared"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def children_of(pid: int) -> list[int]:
+    """Direct children of a process, read from /proc (no psutil needed)."""
+    kids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # The command name may contain spaces and parentheses: split after the last ')'.
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if int(fields[1]) == pid and fields[0] != b"Z":
+            kids.append(int(entry))
+    return sorted(kids)
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 15.0, interval: float = 0.05):
+    """Poll until predicate() is truthy; return its value or fail the test."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"condition not met within {timeout}s: {predicate}")
+        time.sleep(interval)
+
+
+class Server:
+    """A running `supervise` process tree started by a test."""
+
+    def __init__(
+        self, proc: subprocess.Popen, host: str, port: int | None, unix: str | None, log: Path
+    ):
+        self.proc = proc
+        self.host = host
+        self.port = port
+        self.unix = unix
+        self.log_path = log
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_for_log(self, pattern: str, timeout: float = 15.0, count: int = 1) -> str:
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        while len(regex.findall(self.log())) < count:
+            if time.monotonic() > deadline:
+                pytest.fail(f"{pattern!r} not logged within {timeout}s; the log:\n{self.log()}")
+            time.sleep(0.05)
+        return self.log()
+
+    def connect(self, timeout: float = 10.0) -> socket.socket:
+        if self.unix:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(timeout)
+            sock.connect(self.unix)
+            return sock
+        return socket.create_connection((self.host, self.port), timeout=timeout)
+
+    def http(self, timeout: float = 10.0) -> http.client.HTTPConnection:
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+
+    def get(
+        self, path: str = "/", headers: dict | None = None, method: str = "GET", body=None
+    ) -> tuple[int, dict[str, str], bytes]:
+        """One request on a fresh connection: (status, headers, body)."""
+        conn = self.http()
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            resp = conn.getresponse()
+            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+        finally:
+            conn.close()
+
+    def raw(self, data: bytes, timeout: float = 5.0) -> bytes:
+        """Send raw bytes, read until the server closes (or the timeout)."""
+        with self.connect(timeout) as sock:
+            sock.sendall(data)
+            chunks = []
+            with contextlib.suppress(socket.timeout, ConnectionResetError):
+                while True:
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+            return b"".join(chunks)
+
+    def workers(self) -> list[int]:
+        return children_of(self.proc.pid)
+
+    def signal(self, sig: int) -> None:
+        os.kill(self.proc.pid, sig)
+
+    def is_serving(self) -> bool:
+        try:
+            with self.connect(2.0) as sock:
+                sock.sendall(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+                return sock.recv(16).startswith(b"HTTP/1.")
+        except OSError:
+            return False
+
+    def wait_serving(self, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.is_serving():
+            if self.proc.poll() is not None:
+                pytest.fail(f"supervise exited with {self.proc.returncode}:\n{self.log()}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"supervise did not serve within {timeout}s:\n{self.log()}")
+            time.sleep(0.05)
+
+    def wait_workers(self, n: int, timeout: float = 20.0) -> list[int]:
+        return wait_until(lambda: (w := self.workers()) and len(w) == n and w, timeout)
+
+    def stop(self, sig: int = SIGTERM, timeout: float = 30.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        return self.proc.returncode
+
+
+def supervise_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "supervise", *args]
+
+
+@pytest.fixture
+def start_server(tmp_path: Path) -> Iterator[Callable[..., Server]]:
+    """Factory: start_server("echo_app:app", "-w", "2") -> a serving Server.
+
+    Binds a free 127.0.0.1 port unless the args contain -b/--bind; runs in
+    tests/apps so the test apps import by module name; the combined output goes
+    to a log file the test can read. Every server is stopped at teardown.
+    """
+    servers: list[Server] = []
+
+    def start(
+        *args: str,
+        wait: bool = True,
+        cwd: Path | str = APPS_DIR,
+        env: dict[str, str] | None = None,
+        unix: str | None = None,
+    ) -> Server:
+        args_list = list(args)
+        port = None
+        if unix:
+            args_list[:0] = ["-b", f"unix:{unix}"]
+        elif not any(a in ("-b", "--bind") or a.startswith("--bind=") for a in args_list):
+            port = free_port()
+            args_list[:0] = ["-b", f"127.0.0.1:{port}"]
+        log = tmp_path / f"server-{len(servers)}.log"
+        full_env = dict(os.environ)
+        full_env.pop("SUPERVISE_CMD_ARGS", None)
+        full_env.pop("WEB_CONCURRENCY", None)
+        full_env["PYTHONUNBUFFERED"] = "1"
+        full_env.update(env or {})
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                supervise_command(*args_list),
+                cwd=cwd,
+                env=full_env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        server = Server(proc, "127.0.0.1", port, unix, log)
+        servers.append(server)
+        if wait:
+            server.wait_serving()
+        return server
+
+    yield start
+
+    for server in servers:
+        if server.proc.poll() is None:
+            server.stop(SIGQUIT, timeout=10)
+        # Never leave workers behind, whatever the test did to the master.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(server.proc.pid, SIGKILL)
+
+
+# The WSGI worker classes the process-lifecycle suite runs against; each new
+# WSGI worker class joins this list instead of getting a copy of the tests.
+WSGI_WORKERS = ["sync"]
+
+
+@pytest.fixture(params=WSGI_WORKERS)
+def wsgi_worker(request: pytest.FixtureRequest) -> str:
+    return request.param

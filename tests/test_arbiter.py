@@ -1,0 +1,316 @@
+"""The arbiter as a user drives it: signals, worker counts, reloads, timeouts."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import APPS_DIR, wait_until
+
+APP = "lifecycle_app:app"
+
+
+def test_serves_with_two_workers(start_server, wsgi_worker):
+    server = start_server("-k", wsgi_worker, "-w", "2", APP)
+    pids = server.wait_workers(2)
+    status, headers, body = server.get("/")
+    assert (status, body) == (200, b"ok")
+    assert headers["server"].startswith("supervise")
+    seen = {server.get("/pid")[2] for _ in range(40)}
+    assert {int(p) for p in seen} <= set(pids)
+
+
+def test_ttin_ttou_change_worker_count(start_server, wsgi_worker):
+    server = start_server("-k", wsgi_worker, "-w", "2", APP)
+    server.wait_workers(2)
+    server.signal(signal.SIGTTIN)
+    server.wait_workers(3)
+    server.signal(signal.SIGTTOU)
+    server.wait_workers(2)
+    assert server.get("/")[0] == 200
+    assert "Number of workers: 2 -> 3" in server.log()
+
+
+class RequestLoop:
+    """Keeps sending requests on fresh connections and records every failure."""
+
+    def __init__(self, server, path: str = "/pid") -> None:
+        self.server = server
+        self.path = path
+        self.ok = 0
+        self.failures: list[str] = []
+        self.answers: set[bytes] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                status, _, body = self.server.get(self.path)
+            except Exception as exc:
+                self.failures.append(repr(exc))
+                continue
+            if status != 200:
+                self.failures.append(f"status {status}")
+            else:
+                self.ok += 1
+                self.answers.add(body)
+
+    def __enter__(self) -> RequestLoop:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def test_hup_replaces_every_worker_without_failed_requests(start_server, wsgi_worker):
+    server = start_server("-k", wsgi_worker, "-w", "2", APP)
+    old = set(server.wait_workers(2))
+    with RequestLoop(server) as loop:
+        time.sleep(0.3)
+        server.signal(signal.SIGHUP)
+        wait_until(lambda: (w := set(server.workers())) and len(w) == 2 and not (w & old))
+        server.wait_for_log("Reload complete")
+        time.sleep(0.3)
+    assert loop.failures == []
+    assert loop.ok > 10
+    assert server.proc.poll() is None
+
+
+def _copy_app(tmp_path: Path) -> Path:
+    app_dir = tmp_path / "app"
+    app_dir.mkdir()
+    shutil.copy(APPS_DIR / "lifecycle_app.py", app_dir / "lifecycle_app.py")
+    return app_dir
+
+
+def _set_version(app_dir: Path, text: str) -> None:
+    source = app_dir / "lifecycle_app.py"
+    content = source.read_text()
+    start = content.index("VERSION = ")
+    end = content.index("\n", start)
+    source.write_text(content[:start] + text + content[end:])
+
+
+def test_hup_loads_changed_code(start_server, wsgi_worker, tmp_path):
+    app_dir = _copy_app(tmp_path)
+    server = start_server("-k", wsgi_worker, "-w", "2", APP, cwd=app_dir)
+    assert server.get("/version")[2] == b"1"
+    old = set(server.wait_workers(2))
+    _set_version(app_dir, 'VERSION = "2"')
+    server.signal(signal.SIGHUP)
+    server.wait_for_log("Reload complete")
+    wait_until(lambda: not set(server.workers()) & old)  # the old generation has stopped
+    assert {server.get("/version")[2] for _ in range(10)} == {b"2"}
+
+
+def test_hup_with_broken_app_keeps_old_workers(start_server, wsgi_worker, tmp_path):
+    app_dir = _copy_app(tmp_path)
+    server = start_server("-k", wsgi_worker, "-w", "2", APP, cwd=app_dir)
+    old = set(server.wait_workers(2))
+    _set_version(app_dir, "VERSION = (")  # a syntax error
+    with RequestLoop(server, "/version") as loop:
+        server.signal(signal.SIGHUP)
+        log = server.wait_for_log("Reload failed")
+        time.sleep(0.5)
+    assert "SyntaxError" in log
+    assert log.count("Traceback") <= 1  # the error is printed once, not per worker
+    assert loop.failures == []
+    assert loop.answers == {b"1"}
+    assert set(server.wait_workers(2)) == old
+    # Fixing the code and reloading again works.
+    _set_version(app_dir, 'VERSION = "3"')
+    server.signal(signal.SIGHUP)
+    server.wait_for_log("Reload complete")
+    wait_until(lambda: not set(server.workers()) & old)
+    assert server.get("/version")[2] == b"3"
+
+
+def test_killed_worker_is_replaced(start_server, wsgi_worker):
+    server = start_server("-k", wsgi_worker, "-w", "2", APP)
+    first, _second = server.wait_workers(2)
+    os.kill(first, signal.SIGKILL)
+    wait_until(lambda: (w := server.workers()) and len(w) == 2 and first not in w)
+    assert server.get("/")[0] == 200
+    assert "SIGKILL" in server.log()
+
+
+def test_hanging_request_gets_worker_aborted_and_replaced(start_server, wsgi_worker):
+    server = start_server("-k", wsgi_worker, "-w", "1", "--timeout", "2", APP)
+    (pid,) = server.wait_workers(1)
+    with pytest.raises(Exception):  # noqa: B017 - the connection is cut when the worker dies
+        conn = server.http(timeout=20)
+        conn.request("GET", "/hang")
+        conn.getresponse().read()
+    log = server.wait_for_log("WORKER TIMEOUT")
+    wait_until(lambda: (w := server.workers()) and w[0] != pid)
+    server.wait_serving()
+    log = server.log()
+    assert f"WORKER TIMEOUT (pid:{pid})" in log
+    assert "lifecycle_app.py" in log  # the stack of the stuck worker was logged
+
+
+def test_term_lets_slow_request_finish(start_server, wsgi_worker):
+    server = start_server("-k", wsgi_worker, "-w", "1", "--graceful-timeout", "10", APP)
+    result: dict[str, object] = {}
+
+    def slow() -> None:
+        conn = server.http(timeout=20)
+        conn.request("GET", "/sleep?1.5")
+        resp = conn.getresponse()
+        result["status"], result["body"] = resp.status, resp.read()
+
+    thread = threading.Thread(target=slow)
+    thread.start()
+    time.sleep(0.5)
+    server.signal(signal.SIGTERM)
+    thread.join(20)
+    assert result.get("status") == 200 and result.get("body") == b"slept"
+    assert server.proc.wait(20) == 0
+
+
+def test_quit_stops_at_once(start_server, wsgi_worker):
+    server = start_server("-k", wsgi_worker, "-w", "2", APP)
+    workers = server.wait_workers(2)
+    assert server.stop(signal.SIGQUIT) == 0
+    for pid in workers:
+        wait_until(lambda pid=pid: not os.path.exists(f"/proc/{pid}"))
+
+
+def test_max_requests_recycles_without_losing_requests(start_server, wsgi_worker):
+    server = start_server(
+        "-k", wsgi_worker, "-w", "1", "--max-requests", "20", "--max-requests-jitter", "5", APP
+    )
+    (first,) = server.wait_workers(1)
+    with RequestLoop(server) as loop:
+        wait_until(lambda: len(loop.answers) >= 4, timeout=60)  # several workers took turns
+    assert loop.failures == []
+    assert str(first).encode() in loop.answers
+    assert first not in server.workers()
+    assert "max_requests" in server.log()
+
+
+def test_usr2_starts_new_master_and_old_can_stop(start_server, wsgi_worker, tmp_path):
+    pidfile = tmp_path / "supervise.pid"
+    server = start_server("-k", wsgi_worker, "-w", "1", "--pid", str(pidfile), APP)
+    old_master = server.pid
+    wait_until(lambda: pidfile.exists() and pidfile.read_text().strip() == str(old_master))
+    with RequestLoop(server) as loop:
+        server.signal(signal.SIGUSR2)
+        oldbin = tmp_path / "supervise.pid.oldbin"
+        wait_until(lambda: oldbin.exists())
+        new_master = int(wait_until(lambda: pidfile.exists() and pidfile.read_text().strip()))
+        assert new_master != old_master
+        wait_until(lambda: len(server.workers()) == 2)  # old worker + the new master
+        time.sleep(1.0)
+        server.signal(signal.SIGTERM)
+        assert server.proc.wait(20) == 0
+        time.sleep(0.5)
+        assert server.is_serving()
+    assert loop.failures == []
+    assert os.path.exists(f"/proc/{new_master}")
+    os.kill(new_master, signal.SIGTERM)
+    wait_until(lambda: not os.path.exists(f"/proc/{new_master}") or _is_zombie(new_master))
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_config_file_sets_workers_and_runs_hooks(start_server, wsgi_worker, tmp_path):
+    marker = tmp_path / "hooks.log"
+    conf = tmp_path / "conf.py"
+    conf.write_text(
+        f"""
+workers = 3
+worker_class = {wsgi_worker!r}
+
+def _mark(name):
+    with open({str(marker)!r}, "a") as f:
+        f.write(name + "\\n")
+
+def on_starting(server):
+    _mark("on_starting")
+
+def when_ready(server):
+    _mark("when_ready")
+
+def pre_fork(server, worker):
+    _mark("pre_fork")
+
+def post_fork(server, worker):
+    _mark("post_fork")
+
+def post_worker_init(worker):
+    _mark("post_worker_init")
+
+def on_exit(server):
+    _mark("on_exit")
+"""
+    )
+    server = start_server("-c", str(conf), APP)
+    server.wait_workers(3)
+    wait_until(lambda: marker.read_text().count("post_worker_init") == 3)
+    server.stop()
+    calls = marker.read_text().split()
+    assert calls[:2] == ["on_starting", "when_ready"]
+    assert calls.count("pre_fork") == 3 and calls.count("post_fork") == 3
+    assert calls[-1] == "on_exit"
+
+
+def test_missing_app_module_exits_with_clear_error(start_server, wsgi_worker):
+    server = start_server("-k", wsgi_worker, "-w", "3", "no_such_module:app", wait=False)
+    code = server.proc.wait(30)
+    assert code != 0
+    log = server.log()
+    assert "No module named 'no_such_module'" in log
+    assert log.count("No module named 'no_such_module'") == 1
+    assert server.workers() == []
+
+
+def test_app_raising_at_import_prints_traceback_once(start_server, tmp_path):
+    (tmp_path / "broken.py").write_text("raise RuntimeError('boom at import')\n")
+    server = start_server("-w", "4", "broken:app", cwd=tmp_path, wait=False)
+    assert server.proc.wait(30) != 0
+    log = server.log()
+    assert log.count("RuntimeError: boom at import") == 1
+    assert "Traceback" in log
+
+
+def test_port_zero_logs_the_port(start_server):
+    server = start_server("-b", "127.0.0.1:0", APP, wait=False)
+    log = server.wait_for_log(r"Listening at: http://127\.0\.0\.1:\d+")
+    import re
+
+    server.port = int(re.search(r"Listening at: http://127\.0\.0\.1:(\d+)", log).group(1))
+    assert server.port != 0
+    server.wait_serving()
+
+
+def test_unix_socket_bind(start_server, tmp_path):
+    path = str(tmp_path / "app.sock")
+    server = start_server(APP, unix=path, wait=False)
+    wait_until(lambda: os.path.exists(path))
+    wait_until(lambda: server.is_serving())
+    assert server.raw(b"GET / HTTP/1.0\r\n\r\n").endswith(b"ok")
+    server.stop()
+    assert not os.path.exists(path)
+
+
+def test_address_in_use_is_a_clear_error(start_server):
+    first = start_server(APP)
+    second = start_server("-b", f"127.0.0.1:{first.port}", APP, wait=False)
+    assert second.proc.wait(30) != 0
+    assert "in use" in second.log().lower()
+    assert first.is_serving()

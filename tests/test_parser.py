@@ -1,0 +1,657 @@
+"""The native HTTP/1.1 parser (`supervise._native`) against raw requests.
+
+The request tables are shared with test_raw_requests.py, which sends the
+same bytes to the running server: what the parser refuses here, a client
+must see refused on the wire.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from supervise import _native
+
+H = b"Host: example.com\r\n"
+LONG = 9000  # past every default limit (4094 / 8190)
+
+# (id, raw head, status). Each is refused whatever follows the head.
+INVALID_REQUESTS: list[tuple[str, bytes, int]] = [
+    # Request smuggling: ambiguous framing.
+    (
+        "cl-and-te",
+        b"POST / HTTP/1.1\r\n" + H + b"Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+        400,
+    ),
+    (
+        "te-and-cl",
+        b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+        400,
+    ),
+    (
+        "cl-twice-same",
+        b"POST / HTTP/1.1\r\n" + H + b"Content-Length: 3\r\nContent-Length: 3\r\n\r\n",
+        400,
+    ),
+    (
+        "cl-twice-differ",
+        b"POST / HTTP/1.1\r\n" + H + b"Content-Length: 3\r\nContent-Length: 4\r\n\r\n",
+        400,
+    ),
+    ("cl-list", b"POST / HTTP/1.1\r\n" + H + b"Content-Length: 3, 3\r\n\r\n", 400),
+    ("cl-plus", b"POST / HTTP/1.1\r\n" + H + b"Content-Length: +3\r\n\r\n", 400),
+    ("cl-minus", b"POST / HTTP/1.1\r\n" + H + b"Content-Length: -1\r\n\r\n", 400),
+    ("cl-minus-zero", b"POST / HTTP/1.0\r\nContent-Length: -0\r\n\r\n", 400),
+    ("cl-hex", b"POST / HTTP/1.1\r\n" + H + b"Content-Length: 0x10\r\n\r\n", 400),
+    ("cl-inner-space", b"POST / HTTP/1.1\r\n" + H + b"Content-Length: 1 0\r\n\r\n", 400),
+    ("cl-underscore", b"POST / HTTP/1.1\r\n" + H + b"Content-Length: 1_0\r\n\r\n", 400),
+    ("cl-empty", b"POST / HTTP/1.1\r\n" + H + b"Content-Length:\r\n\r\n", 400),
+    ("cl-words", b"POST / HTTP/1.0\r\nContent-Length: bla\r\n\r\n", 400),
+    (
+        "cl-overflow",
+        b"POST / HTTP/1.1\r\n" + H + b"Content-Length: 100000000000000000000\r\n\r\n",
+        400,
+    ),
+    ("te-gzip-only", b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding: gzip\r\n\r\n", 400),
+    (
+        "te-chunked-not-last",
+        b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked, gzip\r\n\r\n",
+        400,
+    ),
+    (
+        "te-chunked-not-last-lines",
+        b"POST / HTTP/1.1\r\n"
+        + H
+        + b"Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n",
+        400,
+    ),
+    (
+        "te-chunked-twice",
+        b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked, chunked\r\n\r\n",
+        400,
+    ),
+    (
+        "te-chunked-twice-lines",
+        b"POST / HTTP/1.1\r\n"
+        + H
+        + b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+        400,
+    ),
+    (
+        "te-chunkedchunked",
+        b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunkedchunked\r\n\r\n",
+        400,
+    ),
+    ("te-empty", b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding:\r\n\r\n", 400),
+    ("te-empty-element", b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding: , chunked\r\n\r\n", 400),
+    ("te-quoted", b"POST / HTTP/1.1\r\n" + H + b'Transfer-Encoding: "chunked"\r\n\r\n', 400),
+    ("te-ctl", b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\x01\r\n\r\n", 400),
+    ("te-http10", b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
+    (
+        "te-unknown-coding",
+        b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding: foo, chunked\r\n\r\n",
+        501,
+    ),
+    (
+        "te-space-before-colon",
+        b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding : chunked\r\n\r\n",
+        400,
+    ),
+    # Line structure.
+    ("obs-fold", b"GET / HTTP/1.1\r\n" + H + b"Long: one\r\n two\r\n\r\n", 400),
+    ("obs-fold-tab", b"GET / HTTP/1.1\r\n" + H + b"Long: one\r\n\ttwo\r\n\r\n", 400),
+    ("space-before-first-field", b"GET / HTTP/1.1\r\n Host: example.com\r\n\r\n", 400),
+    ("space-before-colon", b"GET / HTTP/1.1\r\n" + H + b"Foo : bar\r\n\r\n", 400),
+    ("bare-lf-in-field", b"GET / HTTP/1.1\r\n" + H + b"X: a\nContent-Length: 5\r\n\r\n", 400),
+    ("bare-lf-request-line", b"GET / HTTP/1.1\n" + H + b"\r\n", 400),
+    ("bare-lf-end", b"GET / HTTP/1.1\r\n" + H + b"\n", 400),
+    ("bare-lf-only", b"GET / HTTP/1.1\nHost: x\n\n", 400),
+    ("bare-cr-in-field", b"GET / HTTP/1.1\r\n" + H + b"X: a\rY: b\r\n\r\n", 400),
+    ("bare-cr-request-line", b"GET / HTTP/1.1\rHost: x\r\n\r\n", 400),
+    ("cr-before-body", b"PUT / HTTP/1.1\r\n" + H + b"Content-Length: 3\r\n\rabc", 400),
+    # Tokens, values, targets.
+    ("method-nul", b"GET\x00 / HTTP/1.1\r\n" + H + b"\r\n", 400),
+    ("method-lowercase", b"get / HTTP/1.1\r\n" + H + b"\r\n", 400),
+    ("method-colon", b"GET: / HTTP/1.1\r\n" + H + b"\r\n", 400),
+    ("method-non-ascii", b"GET\xc3\x9f / HTTP/1.1\r\n" + H + b"\r\n", 400),
+    ("name-nul", b"GET / HTTP/1.1\r\n" + H + b"Ba\x00z: v\r\n\r\n", 400),
+    ("name-non-ascii", b"GET / HTTP/1.1\r\n" + H + b"Content-Length\xc3\x9f: 3\r\n\r\n", 400),
+    ("name-parenthesis", b"GET / HTTP/1.1\r\n" + H + b"X(y): v\r\n\r\n", 400),
+    ("name-empty", b"GET / HTTP/1.1\r\n" + H + b": v\r\n\r\n", 400),
+    ("value-nul", b"GET / HTTP/1.1\r\n" + H + b"X: a\x00b\r\n\r\n", 400),
+    ("value-bel", b"GET / HTTP/1.1\r\n" + H + b"X: a\x07b\r\n\r\n", 400),
+    ("value-del", b"GET / HTTP/1.1\r\n" + H + b"X: a\x7fb\r\n\r\n", 400),
+    ("value-formfeed", b"GET / HTTP/1.1\r\n" + H + b"X: a\x0cb\r\n\r\n", 400),
+    ("target-ctl", b"GET /a\x01b HTTP/1.1\r\n" + H + b"\r\n", 400),
+    ("target-del", b"GET /a\x7fb HTTP/1.1\r\n" + H + b"\r\n", 400),
+    ("double-space", b"GET  / HTTP/1.1\r\n" + H + b"\r\n", 400),
+    ("space-after-version", b"GET / HTTP/1.1 \r\n" + H + b"\r\n", 400),
+    ("asterisk-not-options", b"GET * HTTP/1.1\r\n" + H + b"\r\n", 400),
+    ("authority-not-connect", b"GET example.com:443 HTTP/1.1\r\n" + H + b"\r\n", 400),
+    ("relative-target", b"GET foo/bar HTTP/1.1\r\n" + H + b"\r\n", 400),
+    ("connect-origin-form", b"CONNECT / HTTP/1.1\r\n" + H + b"\r\n", 400),
+    ("bad-absolute", b"PUT s://]ufd/: HTTP/1.1\r\n" + H + b"\r\n", 400),
+    # Versions.
+    ("http-2.0", b"GET / HTTP/2.0\r\n" + H + b"\r\n", 505),
+    ("http-1.2", b"GET / HTTP/1.2\r\n" + H + b"\r\n", 505),
+    ("http-111", b"GET / HTTP/111\r\n" + H + b"\r\n", 400),
+    ("http-0.99", b"GET / HTTP/0.99\r\n\r\n", 400),
+    ("ftp", b"GET / FTP/1.1\r\n" + H + b"\r\n", 400),
+    ("http-0.9-no-version", b"GET /\r\n\r\n", 400),
+    # Host.
+    ("no-host-1.1", b"GET / HTTP/1.1\r\n\r\n", 400),
+    ("two-hosts", b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
+    ("two-hosts-1.0", b"GET / HTTP/1.0\r\nHost: a\r\nHost: a\r\n\r\n", 400),
+    ("host-with-slash", b"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n", 400),
+    ("host-with-at", b"GET / HTTP/1.1\r\nHost: user@evil\r\n\r\n", 400),
+    (
+        "two-content-types",
+        b"GET / HTTP/1.1\r\n" + H + b"Content-Type: a\r\nContent-Type: b\r\n\r\n",
+        400,
+    ),
+    # Limits (defaults: 4094-byte line, 100 fields, 8190-byte field).
+    ("line-too-long", b"GET /" + b"a" * LONG + b" HTTP/1.1\r\n" + H + b"\r\n", 414),
+    ("field-too-long", b"GET / HTTP/1.1\r\n" + H + b"X: " + b"a" * LONG + b"\r\n\r\n", 431),
+    (
+        "too-many-fields",
+        b"GET / HTTP/1.1\r\n" + H + b"".join(b"X-%d: v\r\n" % i for i in range(101)) + b"\r\n",
+        431,
+    ),
+]
+
+# (id, raw head, what the parser must have seen). `environ` keys are checked
+# in wsgi_environ({"SCRIPT_NAME": ""}); `absent` keys must not be there.
+VALID_REQUESTS: list[tuple[str, bytes, dict]] = [
+    (
+        "simple-get",
+        b"GET /index.html HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\n\r\n",
+        {
+            "method": "GET",
+            "path": "/index.html",
+            "query": "",
+            "http_version": "1.1",
+            "keep_alive": True,
+            "host": "example.com",
+            "headers": [(b"host", b"example.com"), (b"accept", b"*/*")],
+            "environ": {"REQUEST_METHOD": "GET", "PATH_INFO": "/index.html", "HTTP_ACCEPT": "*/*"},
+        },
+    ),
+    (
+        "post-content-length",
+        b"POST /form?a=1 HTTP/1.1\r\nHost: h\r\nContent-Type: text/plain\r\n"
+        b"Content-Length: 0014\r\n\r\n",
+        {
+            "method": "POST",
+            "query": "a=1",
+            "content_length": 14,
+            "chunked": False,
+            "environ": {
+                "CONTENT_TYPE": "text/plain",
+                "CONTENT_LENGTH": "0014",
+                "QUERY_STRING": "a=1",
+            },
+            "absent": ["HTTP_CONTENT_TYPE", "HTTP_CONTENT_LENGTH"],
+        },
+    ),
+    (
+        "chunked",
+        b"POST /up HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n",
+        {"chunked": True, "content_length": None, "environ": {"HTTP_TRANSFER_ENCODING": "chunked"}},
+    ),
+    (
+        "gzip-then-chunked",
+        b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, Chunked\r\n\r\n",
+        {"chunked": True},
+    ),
+    (
+        "identity-chunked-two-lines",
+        b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: identity\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n",
+        {"chunked": True, "environ": {"HTTP_TRANSFER_ENCODING": "identity,chunked"}},
+    ),
+    (
+        "http10-no-host",
+        b"GET /old HTTP/1.0\r\n\r\n",
+        {
+            "http_version": "1.0",
+            "keep_alive": False,
+            "host": None,
+            "environ": {"SERVER_PROTOCOL": "HTTP/1.0"},
+        },
+    ),
+    (
+        "http10-keep-alive",
+        b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n",
+        {"keep_alive": True},
+    ),
+    (
+        "http11-close",
+        b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+        {"keep_alive": False},
+    ),
+    (
+        "absolute-form",
+        b"GET http://user:pw@example.com:8080/foo?q=1 HTTP/1.1\r\nHost: other\r\n\r\n",
+        {
+            "target": "http://user:pw@example.com:8080/foo?q=1",
+            "path": "/foo",
+            "query": "q=1",
+            "host": "example.com:8080",
+            "environ": {
+                "HTTP_HOST": "example.com:8080",
+                "RAW_URI": "http://user:pw@example.com:8080/foo?q=1",
+            },
+        },
+    ),
+    (
+        "absolute-form-no-path",
+        b"GET http://h.example?x=y HTTP/1.1\r\nHost: h.example\r\n\r\n",
+        {"path": "/", "raw_path": b"/", "query": "x=y"},
+    ),
+    (
+        "options-asterisk",
+        b"OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n",
+        {"method": "OPTIONS", "target": "*", "path": "*"},
+    ),
+    (
+        "connect-authority",
+        b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n",
+        {"method": "CONNECT", "target": "example.com:443", "path": "", "host": "example.com:443"},
+    ),
+    (
+        "leading-crlf",
+        b"\r\n\r\nGET /x HTTP/1.1\r\nHost: h\r\n\r\n",
+        {"path": "/x"},
+    ),
+    (
+        "obs-text-and-ows",
+        b"GET / HTTP/1.1\r\nHost: h\r\nX-Name: \t caf\xc3\xa9 \t\r\nEmpty:\r\n\r\n",
+        {
+            "headers": [(b"host", b"h"), (b"x-name", b"caf\xc3\xa9"), (b"empty", b"")],
+            "environ": {"HTTP_X_NAME": "caf\xc3\xa9", "HTTP_EMPTY": ""},
+        },
+    ),
+    (
+        "repeated-fields-joined",
+        b"GET / HTTP/1.1\r\nHost: h\r\nAccept: a\r\nX-Other: o\r\naccept: b\r\n\r\n",
+        {"environ": {"HTTP_ACCEPT": "a,b", "HTTP_X_OTHER": "o"}},
+    ),
+    (
+        "underscore-not-in-environ",
+        b"GET / HTTP/1.1\r\nHost: h\r\nX_Forwarded_For: 6.6.6.6\r\n"
+        b"X-Forwarded-For: 1.2.3.4\r\n\r\n",
+        {
+            "headers": [
+                (b"host", b"h"),
+                (b"x_forwarded_for", b"6.6.6.6"),
+                (b"x-forwarded-for", b"1.2.3.4"),
+            ],
+            "environ": {"HTTP_X_FORWARDED_FOR": "1.2.3.4"},
+        },
+    ),
+    (
+        "percent-decoded-path",
+        b"GET /a%20b/%C3%A9?q=%20 HTTP/1.1\r\nHost: h\r\n\r\n",
+        {
+            "path": "/a b/\xc3\xa9",
+            "raw_path": b"/a%20b/%C3%A9",
+            "query": "q=%20",
+            "environ": {"PATH_INFO": "/a b/\xc3\xa9", "RAW_URI": "/a%20b/%C3%A9?q=%20"},
+        },
+    ),
+    (
+        "fragment-dropped",
+        b"GET /forums/1?page=1#posts-17 HTTP/1.1\r\nHost: h\r\n\r\n",
+        {"path": "/forums/1", "query": "page=1", "target": "/forums/1?page=1#posts-17"},
+    ),
+    (
+        "quotes-and-pipes-in-target",
+        b'GET /with_"quotes"?q=| HTTP/1.1\r\nHost: h\r\n\r\n',
+        {"path": '/with_"quotes"', "query": "q=|"},
+    ),
+    (
+        "raw-utf8-target",
+        b"GET /\xc3\xa0%20k HTTP/1.0\r\n\r\n",
+        {"path": "/\xc3\xa0 k", "raw_path": b"/\xc3\xa0%20k"},
+    ),
+    (
+        "extension-method",
+        b"M-SEARCH / HTTP/1.1\r\nHOST: 239.255.255.250:1900\r\n\r\n",
+        {"method": "M-SEARCH"},
+    ),
+    ("dash-method", b"-BLARGH /foo HTTP/1.1\r\nHost: h\r\n\r\n", {"method": "-BLARGH"}),
+    (
+        "expect-and-upgrade",
+        b"GET /ws HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, Upgrade\r\nUpgrade: websocket\r\n"
+        b"Expect: 100-continue\r\n\r\n",
+        {"upgrade": "websocket", "expect_continue": True},
+    ),
+    (
+        "upgrade-without-connection",
+        b"GET / HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\n\r\n",
+        {"upgrade": None, "expect_continue": False},
+    ),
+    (
+        "host-odd-but-valid",
+        b"GET / HTTP/1.1\r\nHost: 0.0.0.0=5000\r\n\r\n",
+        {"host": "0.0.0.0=5000"},
+    ),
+    ("host-ipv6", b"GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n", {"host": "[::1]:8080"}),
+    ("host-empty", b"GET / HTTP/1.1\r\nHost:\r\n\r\n", {"host": ""}),
+]
+
+
+def ids(cases: list) -> list[str]:
+    return [c[0] for c in cases]
+
+
+@pytest.fixture(scope="module")
+def parser() -> _native.RequestParser:
+    return _native.RequestParser()
+
+
+def test_tables_are_big_enough() -> None:
+    assert len(INVALID_REQUESTS) >= 40
+    assert len(VALID_REQUESTS) >= 15
+    assert len(set(ids(INVALID_REQUESTS + VALID_REQUESTS))) == len(
+        INVALID_REQUESTS + VALID_REQUESTS
+    )
+
+
+@pytest.mark.parametrize(("name", "raw", "status"), INVALID_REQUESTS, ids=ids(INVALID_REQUESTS))
+def test_invalid_request_is_refused(
+    parser: _native.RequestParser, name: str, raw: bytes, status: int
+) -> None:
+    with pytest.raises(_native.ParseError) as info:
+        parser.parse(raw + b"body")
+    err = info.value
+    assert err.status == status
+    assert isinstance(err, ValueError)
+    assert err.reason and str(err) == err.reason
+
+
+@pytest.mark.parametrize(("name", "raw", "want"), VALID_REQUESTS, ids=ids(VALID_REQUESTS))
+def test_valid_request_is_parsed(
+    parser: _native.RequestParser, name: str, raw: bytes, want: dict
+) -> None:
+    result = parser.parse(raw + b"BODY")
+    assert result is not None
+    req, head_len = result
+    assert head_len == len(raw)
+    want = dict(want)
+    environ_want = want.pop("environ", {})
+    absent = want.pop("absent", [])
+    for attr, value in want.items():
+        assert getattr(req, attr) == value, attr
+    environ = req.wsgi_environ({"SCRIPT_NAME": ""})
+    for key, value in environ_want.items():
+        assert environ[key] == value, key
+    for key in absent:
+        assert key not in environ
+    # Every str in the environ is latin-1 text, as PEP 3333 wants.
+    assert all(v.encode("latin-1") is not None for v in environ.values() if isinstance(v, str))
+
+
+@pytest.mark.parametrize(("name", "raw", "want"), VALID_REQUESTS, ids=ids(VALID_REQUESTS))
+def test_valid_request_byte_by_byte(
+    parser: _native.RequestParser, name: str, raw: bytes, want: dict
+) -> None:
+    """Every proper prefix of a valid head is 'incomplete', never an error."""
+    for end in range(len(raw)):
+        assert parser.parse(raw[:end]) is None, end
+    assert parser.parse(raw) is not None
+
+
+def test_buffer_types(parser: _native.RequestParser) -> None:
+    raw = b"GET /b HTTP/1.1\r\nHost: h\r\n\r\n"
+    for buf in (raw, bytearray(raw), memoryview(raw)):
+        req, n = parser.parse(buf)
+        assert (req.path, n) == ("/b", len(raw))
+    with pytest.raises(TypeError):
+        parser.parse("GET / HTTP/1.1\r\n\r\n")
+
+
+# Limits must stop a client that never finishes its head.
+@pytest.mark.parametrize(
+    ("limits", "raw", "status"),
+    [
+        ({}, b"GET /" + b"a" * 5000, 414),
+        ({}, b"GET / HTTP/1.1\r\nHost: h\r\nX: " + b"a" * 9000, 431),
+        ({}, b"GET / HTTP/1.1\r\nHost: h\r\n" + b"X: y\r\n" * 101, 431),
+        ({"limit_request_line": 10}, b"GET /0123456789", 414),
+        ({"limit_request_field_size": 10}, b"GET / HTTP/1.1\r\nAccept: */*\r\n\r\n", 431),
+        ({"limit_request_fields": 2}, b"GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n", 431),
+    ],
+    ids=[
+        "endless-line",
+        "endless-field",
+        "endless-fields",
+        "small-line",
+        "small-field",
+        "few-fields",
+    ],
+)
+def test_limits(limits: dict, raw: bytes, status: int) -> None:
+    with pytest.raises(_native.ParseError) as info:
+        _native.RequestParser(**limits).parse(raw)
+    assert info.value.status == status
+
+
+def test_zero_means_unlimited() -> None:
+    parser = _native.RequestParser(0, 0, 0)
+    raw = b"GET /" + b"a" * 20000 + b" HTTP/1.1\r\nHost: h\r\n" + b"X: " + b"v" * 20000 + b"\r\n"
+    raw += b"".join(b"Y-%d: v\r\n" % i for i in range(300)) + b"\r\n"
+    req, n = parser.parse(raw)
+    assert n == len(raw) and len(req.headers) == 302
+
+
+def test_limits_are_exact() -> None:
+    line = b"GET /" + b"a" * 15 + b" HTTP/1.0"  # 29 bytes
+    assert _native.RequestParser(limit_request_line=29).parse(line + b"\r\n\r\n") is not None
+    with pytest.raises(_native.ParseError):
+        _native.RequestParser(limit_request_line=28).parse(line + b"\r\n\r\n")
+
+
+def test_request_header_lookup_and_repr(parser: _native.RequestParser) -> None:
+    req, _ = parser.parse(b"GET / HTTP/1.1\r\nHost: h\r\nX-A: 1\r\nx-a: 2\r\n\r\n")
+    assert req.header(b"x-a") == b"1"
+    assert req.header(b"X-A") == b"1"
+    assert req.header(b"missing") is None
+    assert req.headers is req.headers  # built once
+    assert "GET /" in repr(req)
+    with pytest.raises(AttributeError):
+        req.method = "POST"
+
+
+def test_environ_is_a_fresh_copy(parser: _native.RequestParser) -> None:
+    req, _ = parser.parse(b"GET /app/x?y=1 HTTP/1.1\r\nHost: h\r\n\r\n")
+    base = {"SCRIPT_NAME": "/app", "wsgi.url_scheme": "http", "SERVER_NAME": "h"}
+    environ = req.wsgi_environ(base)
+    assert environ is not base and "PATH_INFO" not in base
+    assert environ["SCRIPT_NAME"] == "/app"
+    assert environ["PATH_INFO"] == "/x"
+    assert environ["wsgi.url_scheme"] == "http"
+    assert environ["REQUEST_URI"] == "/app/x?y=1"
+
+
+@pytest.mark.parametrize(
+    ("script", "path", "path_info"),
+    [
+        ("/app", "/app", ""),
+        ("/app/", "/app/x", "/x"),
+        ("/app", "/apple", "/apple"),
+        ("", "/a", "/a"),
+    ],
+)
+def test_script_name_prefix(
+    parser: _native.RequestParser, script: str, path: str, path_info: str
+) -> None:
+    req, _ = parser.parse(b"GET %s HTTP/1.0\r\n\r\n" % path.encode())
+    assert req.wsgi_environ({"SCRIPT_NAME": script})["PATH_INFO"] == path_info
+
+
+# ---- chunked request bodies -------------------------------------------------------
+
+VALID_CHUNKED: list[tuple[bytes, bytes]] = [
+    (b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n", b"hello world"),
+    (b"A\r\n0123456789\r\n000\r\n\r\n", b"0123456789"),
+    (b"0005\r\nhello\r\n0\r\n\r\n", b"hello"),
+    (b"5; some; parameters=stuff\r\nhello\r\n0\r\n\r\n", b"hello"),
+    (b'5;foo="bar \\"baz\\""\r\nhello\r\n0\r\n\r\n', b"hello"),
+    (b"5\r\nhello\r\n0\r\nVary: *\r\n\r\n", b"hello"),
+]
+
+INVALID_CHUNKED: list[tuple[bytes, int]] = [
+    (b"0x5\r\nhello\r\n0\r\n\r\n", 400),
+    (b"-5\r\nhello\r\n0\r\n\r\n", 400),
+    (b"+5\r\nhello\r\n0\r\n\r\n", 400),
+    (b" 5\r\nhello\r\n0\r\n\r\n", 400),
+    (b"5 \r\nhello\r\n0\r\n\r\n", 400),
+    (b"6_0\r\nhello\r\n0\r\n\r\n", 400),
+    (b"\r\nhello\r\n0\r\n\r\n", 400),
+    (b"5\nhello\r\n0\r\n\r\n", 400),
+    (b"5;\r\nhello\r\n0\r\n\r\n", 400),
+    (b"5;a=val\rue\r\nhello\r\n0\r\n\r\n", 400),
+    (b'5;a="open\r\nhello\r\n0\r\n\r\n', 400),
+    (b"5\r\nhelloXX0\r\n\r\n", 400),
+    (b"3\r\nfoo\r\n\r\n", 400),
+    (b"fffffffffffffffffff\r\n", 400),
+    (b"0\r\nContent-Length: 5\r\n\r\n", 400),
+    (b"0\r\nHost: evil\r\n\r\n", 400),
+    (b"0\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
+    (b"0\r\n folded: x\r\n\r\n", 400),
+    (b"0\r\nX: a\x00b\r\n\r\n", 400),
+]
+
+
+@pytest.mark.parametrize(("raw", "payload"), VALID_CHUNKED)
+@pytest.mark.parametrize("step", [1, 3, 1000])
+def test_chunked_valid(raw: bytes, payload: bytes, step: int) -> None:
+    dec = _native.ChunkedDecoder()
+    got = b"".join(dec.feed(raw[i : i + step]) for i in range(0, len(raw), step))
+    assert got == payload
+    assert dec.done and dec.leftover == b""
+
+
+@pytest.mark.parametrize(("raw", "status"), INVALID_CHUNKED)
+@pytest.mark.parametrize("step", [1, 1000])
+def test_chunked_invalid(raw: bytes, status: int, step: int) -> None:
+    dec = _native.ChunkedDecoder()
+    with pytest.raises(_native.ParseError) as info:
+        for i in range(0, len(raw), step):
+            dec.feed(raw[i : i + step])
+    assert info.value.status == status
+
+
+def test_chunked_trailers_leftover_and_buffers() -> None:
+    dec = _native.ChunkedDecoder()
+    assert dec.feed(bytearray(b"3\r\nabc\r\n0\r\n")) == b"abc"
+    assert not dec.done
+    assert dec.feed(memoryview(b"X-Sum: 1\r\n\r\nGET / HTTP/1.1\r\n")) == b""
+    assert dec.done
+    assert dec.trailers == [(b"x-sum", b"1")]
+    assert dec.leftover == b"GET / HTTP/1.1\r\n"
+
+
+def test_chunked_limit_body() -> None:
+    dec = _native.ChunkedDecoder(limit_body=10)
+    assert dec.feed(b"5\r\nhello\r\n") == b"hello"
+    with pytest.raises(_native.ParseError) as info:
+        dec.feed(b"6\r\n")
+    assert info.value.status == 413
+    # The decoder stays failed: the connection must be closed.
+    with pytest.raises(_native.ParseError):
+        dec.feed(b"0\r\n\r\n")
+
+
+# ---- response heads ---------------------------------------------------------------
+
+
+def head_fields(head: bytes) -> dict[str, list[str]]:
+    lines = head.decode("latin-1").split("\r\n")
+    fields: dict[str, list[str]] = {}
+    for line in lines[1:-2]:
+        name, _, value = line.partition(": ")
+        fields.setdefault(name.lower(), []).append(value)
+    return fields
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "version", "is_head", "want"),
+    [
+        ("200 OK", [("Content-Length", "5")], "1.1", False, (5, False, True, None)),
+        ("200 OK", [], "1.1", False, (-1, True, True, "chunked")),
+        ("200 OK", [], "1.0", False, (-1, False, False, None)),
+        ("204 No Content", [], "1.1", False, (0, False, True, None)),
+        ("304 Not Modified", [], "1.1", False, (0, False, True, None)),
+        ("200 OK", [("Content-Length", "42")], "1.1", True, (0, False, True, None)),
+        (
+            "200 OK",
+            [("Connection", "close"), ("Content-Length", "1")],
+            "1.1",
+            False,
+            (1, False, False, None),
+        ),
+    ],
+    ids=["length", "chunked-11", "close-10", "204", "304", "head", "app-close"],
+)
+def test_response_head_framing(
+    status: str, headers: list, version: str, is_head: bool, want: tuple
+) -> None:
+    head, length, chunked, keep_alive = _native.response_head(
+        status, headers, version, True, is_head
+    )
+    assert head.startswith(b"HTTP/1.1 " + status.encode() + b"\r\n")
+    assert head.endswith(b"\r\n\r\n")
+    fields = head_fields(head)
+    assert (length, chunked, keep_alive) == want[:3]
+    assert fields.get("transfer-encoding", [None])[0] == want[3]
+    assert ("close" in fields.get("connection", [])) == (not keep_alive)
+    assert len(fields["date"]) == 1 and fields["date"][0].endswith(" GMT")
+
+
+def test_response_head_drops_hop_by_hop_and_keeps_app_date() -> None:
+    head, *_ = _native.response_head(
+        "200 OK",
+        [("Transfer-Encoding", "chunked"), ("Keep-Alive", "x"), ("Date", "then"), ("X-A", "é")],
+        "1.1",
+        True,
+        False,
+    )
+    fields = head_fields(head)
+    assert fields["transfer-encoding"] == ["chunked"]  # ours, once
+    assert "keep-alive" not in fields
+    assert fields["date"] == ["then"]
+    assert b"X-A: \xe9\r\n" in head
+
+
+@pytest.mark.parametrize(
+    ("status", "headers"),
+    [
+        ("OK", []),
+        ("20 OK", []),
+        ("200 O\r\nK", []),
+        ("200 OK", [("X-Bad Name", "v")]),
+        ("200 OK", [("X", "a\r\nSet-Cookie: evil")]),
+        ("200 OK", [("X", "a\nb")]),
+        ("200 OK", [("X", "a\x00b")]),
+        ("200 OK", [("X", "snowman \u2603")]),
+        ("200 OK", [("Content-Length", "abc")]),
+    ],
+)
+def test_response_head_rejects(status: str, headers: list) -> None:
+    with pytest.raises(ValueError):
+        _native.response_head(status, headers, "1.1", True, False)
+
+
+def test_server_header_can_be_changed_and_disabled() -> None:
+    try:
+        _native.set_server_header("custom/1")
+        head, *_ = _native.response_head("200 OK", [], "1.1", True, False)
+        assert head_fields(head)["server"] == ["custom/1"]
+        _native.set_server_header(None)
+        head, *_ = _native.response_head("200 OK", [], "1.1", True, False)
+        assert "server" not in head_fields(head)
+        with pytest.raises(ValueError):
+            _native.set_server_header("a\r\nb")
+    finally:
+        _native.set_server_header("supervise")
