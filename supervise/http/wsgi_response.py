@@ -122,7 +122,7 @@ class Response:
                 [*headers, ("Content-Length", str(known_length))],
                 version,
                 self.keep_alive,
-                False,
+                self._is_head,
             )
         self.status_code = code
         self._length = length
@@ -209,6 +209,9 @@ class Response:
         if not stat.S_ISREG(info.st_mode):
             return False
         size = max(info.st_size - offset, 0)
+        if self._is_head and not any(k.lower() == "content-length" for k, _ in self.headers):
+            # The size a GET would get: HEAD must announce it too.
+            self.headers = [*self.headers, ("Content-Length", str(size))]
         head = self._head(size)
         self.head_sent = True
         count = size if self._length < 0 else min(size, self._length)

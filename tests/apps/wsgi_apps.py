@@ -233,3 +233,12 @@ def pid(environ, start_response):
     body = str(os.getpid()).encode()
     start_response("200 OK", [("Content-Length", str(len(body)))])
     return [body]
+
+
+def slow(environ, start_response):
+    """Sleeps ?s= seconds (default 1) before answering: a request in flight."""
+    import time
+
+    time.sleep(float(parse_qs(environ["QUERY_STRING"]).get("s", ["1"])[0]))
+    start_response("200 OK", [("Content-Length", "4")])
+    return [b"done"]

@@ -1,0 +1,123 @@
+"""The sync worker: one request per connection, robust against bad and slow clients."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import threading
+import time
+
+from conftest import wait_until
+
+APP = "wsgi_apps"
+
+
+def read_all(sock: socket.socket) -> bytes:
+    chunks = []
+    try:
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    except ConnectionResetError:
+        pass
+    return b"".join(chunks)
+
+
+def test_two_workers_serve(start_server):
+    server = start_server(f"{APP}:pid", "-w", "2")
+    workers = server.wait_workers(2)
+    pids = set()
+    for _ in range(20):
+        status, headers, body = server.get("/")
+        assert status == 200
+        assert headers["connection"] == "close"
+        pids.add(int(body))
+    assert pids <= set(workers)
+
+
+def test_every_response_closes_the_connection(start_server):
+    server = start_server(f"{APP}:hello")
+    with server.connect() as sock:
+        # Two pipelined requests: the sync worker answers the first and closes.
+        sock.sendall(b"GET /1 HTTP/1.1\r\nHost: t\r\n\r\nGET /2 HTTP/1.1\r\nHost: t\r\n\r\n")
+        raw = read_all(sock)
+    assert raw.count(b"HTTP/1.1 200 OK") == 1
+    assert b"Connection: close\r\n" in raw
+
+
+def test_header_timeout_closes_a_slowloris(start_server):
+    server = start_server(f"{APP}:hello", "--header-timeout", "1")
+    worker = server.wait_workers(1)
+    with server.connect(timeout=20) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: t\r\nX-Slow: ")
+        # Never finish the head: the server gives up and says so.
+        raw = read_all(sock)
+    assert raw.startswith(b"HTTP/1.1 408 ")
+    # A client that connects and sends nothing is dropped silently.
+    with server.connect(timeout=20) as sock:
+        assert read_all(sock) == b""
+    assert server.get("/")[0] == 200
+    assert server.workers() == worker
+
+
+def test_bad_request_gets_400_and_the_worker_survives(start_server):
+    server = start_server(f"{APP}:hello")
+    worker = server.wait_workers(1)
+    for bad in (
+        b"GARBAGE\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+        b"GET / HTTP/1.1\r\nBad Header Name: x\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+    ):
+        raw = server.raw(bad)
+        assert raw.startswith(b"HTTP/1.1 400 "), (bad, raw)
+        assert b"Connection: close" in raw
+    assert server.get("/")[0] == 200
+    assert server.workers() == worker
+
+
+def test_oversized_heads_get_414_and_431(start_server):
+    server = start_server(f"{APP}:hello", "--limit-request-line", "100")
+    assert server.raw(b"GET /" + b"a" * 200 + b" HTTP/1.1\r\nHost: t\r\n\r\n").startswith(
+        b"HTTP/1.1 414 "
+    )
+    big_header = b"X-Big: " + b"b" * 9000 + b"\r\n"
+    assert server.raw(b"GET / HTTP/1.1\r\nHost: t\r\n" + big_header + b"\r\n").startswith(
+        b"HTTP/1.1 431 "
+    )
+    assert server.get("/")[0] == 200
+
+
+def test_client_gone_mid_request_does_not_hurt(start_server):
+    server = start_server(f"{APP}:echo")
+    with server.connect() as sock:
+        sock.sendall(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\npartial")
+    assert server.get("/?mode=read", method="POST", body=b"abc")[0] == 200
+
+
+def test_graceful_stop_finishes_the_request_in_flight(start_server):
+    server = start_server(f"{APP}:slow")
+    result = {}
+
+    def request():
+        result["response"] = server.get("/?s=2")
+
+    thread = threading.Thread(target=request)
+    thread.start()
+    # Wait until the worker is busy with it, then ask everything to stop.
+    wait_until(lambda: not _accepting_instantly(server))
+    server.signal(signal.SIGTERM)
+    thread.join(30)
+    assert result["response"][0] == 200
+    assert result["response"][2] == b"done"
+    assert server.proc.wait(30) == 0
+
+
+def _accepting_instantly(server) -> bool:
+    """True while the single worker could take a new request right away."""
+    time.sleep(0.2)
+    try:
+        with server.connect(timeout=0.3) as sock:
+            sock.sendall(b"GET /?s=0 HTTP/1.1\r\nHost: t\r\n\r\n")
+            return sock.recv(16).startswith(b"HTTP/1.1")
+    except OSError:
+        return False
