@@ -79,7 +79,7 @@ def test_hup_replaces_every_worker_without_failed_requests(start_server, wsgi_wo
         wait_until(lambda: (w := set(server.workers())) and len(w) == 2 and not (w & old))
         server.wait_for_log("Reload complete")
         time.sleep(0.3)
-    assert loop.failures == []
+    assert loop.failures == [], server.log()
     assert loop.ok > 10
     assert server.proc.poll() is None
 
@@ -122,7 +122,7 @@ def test_hup_with_broken_app_keeps_old_workers(start_server, wsgi_worker, tmp_pa
         time.sleep(0.5)
     assert "SyntaxError" in log
     assert log.count("Traceback") <= 1  # the error is printed once, not per worker
-    assert loop.failures == []
+    assert loop.failures == [], server.log()
     assert loop.answers == {b"1"}
     assert set(server.wait_workers(2)) == old
     # Fixing the code and reloading again works.
@@ -191,7 +191,7 @@ def test_max_requests_recycles_without_losing_requests(start_server, wsgi_worker
     (first,) = server.wait_workers(1)
     with RequestLoop(server) as loop:
         wait_until(lambda: len(loop.answers) >= 4, timeout=60)  # several workers took turns
-    assert loop.failures == []
+    assert loop.failures == [], server.log()
     assert str(first).encode() in loop.answers
     assert first not in server.workers()
     assert "max_requests" in server.log()
@@ -214,7 +214,7 @@ def test_usr2_starts_new_master_and_old_can_stop(start_server, wsgi_worker, tmp_
         assert server.proc.wait(20) == 0
         time.sleep(0.5)
         assert server.is_serving()
-    assert loop.failures == []
+    assert loop.failures == [], server.log()
     assert os.path.exists(f"/proc/{new_master}")
     os.kill(new_master, signal.SIGTERM)
     wait_until(lambda: not os.path.exists(f"/proc/{new_master}") or _is_zombie(new_master))

@@ -655,3 +655,11 @@ def test_server_header_can_be_changed_and_disabled() -> None:
             _native.set_server_header("a\r\nb")
     finally:
         _native.set_server_header("supervise")
+
+
+def test_environ_keys_for_many_distinct_field_names(parser: _native.RequestParser) -> None:
+    """Custom field names past the key cache's bound still get their keys."""
+    for i in range(700):
+        raw = b"GET / HTTP/1.0\r\nX-Custom-%d: v%d\r\n\r\n" % (i, i)
+        req, _ = parser.parse(raw)
+        assert req.wsgi_environ({})[f"HTTP_X_CUSTOM_{i}"] == f"v{i}"

@@ -65,7 +65,7 @@ def test_environ_basics(start_server):
         raw = b""
         while chunk := sock.recv(65536):
             raw += chunk
-    status, headers, body = split_response(raw)
+    status, _, body = split_response(raw)
     assert status == "HTTP/1.1 200 OK"
     env = json.loads(body)
     assert env["REQUEST_METHOD"] == "GET"
@@ -233,7 +233,7 @@ def test_start_response_with_exc_info_replaces_the_status(start_server):
 
 def test_exc_info_after_head_cuts_the_response(start_server):
     server = start_server(f"{APP}:exc_info_late")
-    status, headers, body = split_response(server.raw(b"GET /late HTTP/1.1\r\nHost: t\r\n\r\n"))
+    status, _, body = split_response(server.raw(b"GET /late HTTP/1.1\r\nHost: t\r\n\r\n"))
     assert status == "HTTP/1.1 200 OK"
     payload, complete = dechunk(body)
     assert payload == b"first block"
@@ -347,7 +347,7 @@ def test_file_wrapper(start_server, tmp_path, sendfile):
 
 def test_error_before_the_response_is_a_500(start_server):
     server = start_server(f"{APP}:fail_early")
-    status, headers, body = server.get("/explode?now=1")
+    status, _, body = server.get("/explode?now=1")
     assert status == 500
     assert b"Internal Server Error" in body
     log = server.wait_for_log(r"RuntimeError: fail_early exploded")
@@ -357,7 +357,7 @@ def test_error_before_the_response_is_a_500(start_server):
 
 def test_error_after_the_head_cuts_the_connection(start_server):
     server = start_server(f"{APP}:fail_late")
-    status, headers, body = split_response(server.raw(b"GET /late HTTP/1.1\r\nHost: t\r\n\r\n"))
+    status, _, body = split_response(server.raw(b"GET /late HTTP/1.1\r\nHost: t\r\n\r\n"))
     assert status == "HTTP/1.1 200 OK"
     payload, complete = dechunk(body)
     assert payload == b"x" * 100 and not complete
@@ -418,15 +418,16 @@ def test_access_log_default_format(start_server):
     server.get("/logged?x=1", headers={"User-Agent": "probe/1.0", "Referer": "http://ref/"})
     log = server.wait_for_log(r"GET /logged")
     line = next(x for x in log.splitlines() if "GET /logged" in x)
-    assert re.fullmatch(
-        r'127\.0\.0\.1 - - \[[^\]]+\] "GET /logged\?x=1 HTTP/1\.1" 200 13 "http://ref/" "probe/1\.0"',
-        line,
-    ), line
+    expected = (
+        r'127\.0\.0\.1 - - \[[^\]]+\] "GET /logged\?x=1 HTTP/1\.1" 200 13 '
+        r'"http://ref/" "probe/1\.0"'
+    )
+    assert re.fullmatch(expected, line), line
 
 
 def test_unix_socket_peer(start_server, tmp_path):
     path = str(tmp_path / "app.sock")
-    server = start_server(f"{APP}:environ_app", unix=path)
+    start_server(f"{APP}:environ_app", unix=path)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(10)
         sock.connect(path)

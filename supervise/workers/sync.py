@@ -45,7 +45,10 @@ class SyncWorker(Worker):
             for fd, _ in poll(interval):
                 if fd == self.wakeup_fd:
                     self.drain_wakeup()
-                elif self.alive:
+                else:
+                    # Accept even when a stop was just asked: with EPOLLEXCLUSIVE
+                    # the kernel woke only this worker for the connection, and
+                    # nobody else would notice it until the next one arrives.
                     sock, base = targets[fd]
                     self._accept_all(handler, sock, base)
 
@@ -55,7 +58,9 @@ class SyncWorker(Worker):
         serve = self._serve_tls if self.ssl_context is not None else self._serve
         active = False
         try:
-            while self.alive:
+            first = True
+            while self.alive or first:
+                first = False
                 try:
                     sock, addr = accept()
                 except BlockingIOError:

@@ -236,9 +236,11 @@ def pid(environ, start_response):
 
 
 def slow(environ, start_response):
-    """Sleeps ?s= seconds (default 1) before answering: a request in flight."""
+    """Sleeps ?s= seconds (default 0) before answering: a request in flight."""
     import time
 
-    time.sleep(float(parse_qs(environ["QUERY_STRING"]).get("s", ["1"])[0]))
+    environ["wsgi.errors"].write(f"slow request started: {environ['QUERY_STRING']}\n")
+    environ["wsgi.errors"].flush()
+    time.sleep(float(parse_qs(environ["QUERY_STRING"]).get("s", ["0"])[0]))
     start_response("200 OK", [("Content-Length", "4")])
     return [b"done"]

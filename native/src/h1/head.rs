@@ -17,7 +17,8 @@ pub struct Limits {
     pub request_line: usize,
     /// Most header fields before 431.
     pub fields: usize,
-    /// Longest header field line in bytes (CRLF excluded) before 431.
+    /// Longest header field line in bytes, CRLF included (as Gunicorn
+    /// counts it), before 431.
     pub field_size: usize,
 }
 
@@ -268,7 +269,7 @@ fn check_incomplete(buf: &[u8], limits: &Limits) -> Result<()> {
     loop {
         match find_lf(&buf[pos..]) {
             None => {
-                if over(limits.field_size, line_len(buf.len() - pos, pos)) {
+                if over(limits.field_size, line_len(buf.len() - pos, pos) + 2) {
                     return Err(FIELD_TOO_LONG);
                 }
                 // A started line is one more field, unless it is the CR of
@@ -288,7 +289,7 @@ fn check_incomplete(buf: &[u8], limits: &Limits) -> Result<()> {
                 if over(limits.fields, count) {
                     return Err(TOO_MANY_FIELDS);
                 }
-                if over(limits.field_size, len) {
+                if over(limits.field_size, len + 2) {
                     return Err(FIELD_TOO_LONG);
                 }
                 pos += i + 1;
@@ -421,7 +422,7 @@ fn build(
         if &buf[next - 2..next] != b"\r\n" {
             return Err(BAD_LINE_END);
         }
-        if over(limits.field_size, next - 2 - start) {
+        if over(limits.field_size, next - start) {
             return Err(FIELD_TOO_LONG);
         }
         let name = start..start + h.name.len();

@@ -189,8 +189,9 @@ fn limits_on_complete_heads() {
         Some(431)
     );
     assert_eq!(st(b"GET / HTTP/1.0\r\nA: 1\r\nB: 2\r\n\r\n"), None);
-    assert_eq!(st(b"GET / HTTP/1.0\r\nA: 12345678\r\n\r\n"), Some(431));
-    assert_eq!(st(b"GET / HTTP/1.0\r\nA: 1234567\r\n\r\n"), None); // exactly 10
+    // The field limit counts the CRLF, as Gunicorn does.
+    assert_eq!(st(b"GET / HTTP/1.0\r\nA: 123456\r\n\r\n"), Some(431));
+    assert_eq!(st(b"GET / HTTP/1.0\r\nA: 12345\r\n\r\n"), None); // exactly 10
 }
 
 #[test]
@@ -208,7 +209,9 @@ fn limits_while_incomplete() {
     assert_eq!(st(b"GET /0123456789012345"), Err(414));
     assert_eq!(st(b"GET /0123456"), Ok(true));
     assert_eq!(st(b"GET / HTTP/1.0\r\nA: 1234567890123"), Err(431));
-    assert_eq!(st(b"GET / HTTP/1.0\r\nA: 1234"), Ok(true));
+    assert_eq!(st(b"GET / HTTP/1.0\r\nA: 12345"), Ok(true));
+    assert_eq!(st(b"GET / HTTP/1.0\r\nA: 12345\r"), Ok(true));
+    assert_eq!(st(b"GET / HTTP/1.0\r\nA: 123456"), Err(431));
     assert_eq!(st(b"GET / HTTP/1.0\r\nA: 1\r\nB: 2\r\nC"), Err(431));
     // An endless header is stopped once it passes the default limit.
     let mut raw = b"GET / HTTP/1.1\r\nHost: x\r\nX: ".to_vec();

@@ -2,6 +2,9 @@
 //! objects are made only for what the worker asks for, and the WSGI environ is
 //! filled from Rust with interned keys.
 
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -142,13 +145,47 @@ fn http_key<'py>(py: Python<'py>, name: &[u8]) -> Option<Bound<'py, PyString>> {
     if name.contains(&b'_') {
         return None;
     }
+    let mut cache = KEY_CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(key) = cache.get(name) {
+        return Some(key.bind(py).clone());
+    }
     let mut key = String::with_capacity(5 + name.len());
     key.push_str("HTTP_");
     key.extend(name.iter().map(|&b| match b {
         b'-' => '_',
         _ => b.to_ascii_uppercase() as char,
     }));
-    Some(PyString::new(py, &key))
+    if cache.len() >= KEY_CACHE_SIZE {
+        // Not interned: interned strings may never be freed (3.12).
+        return Some(PyString::new(py, &key));
+    }
+    let key = PyString::intern(py, &key);
+    cache.insert(name.into(), key.clone().unbind());
+    Some(key)
+}
+
+/// Keys of custom fields an app's clients send again and again (X-Request-Id,
+/// X-Amzn-Trace-Id...): built once, then found by name. Bounded, so a client
+/// inventing names cannot grow it; past the bound keys are built each time.
+const KEY_CACHE_SIZE: usize = 512;
+static KEY_CACHE: Mutex<BTreeMap<Box<[u8]>, Py<PyString>>> = Mutex::new(BTreeMap::new());
+
+/// `env[key] = value` without pyo3's generic conversions (this runs ~20 times
+/// per request).
+#[inline]
+fn put(
+    env: &Bound<'_, PyDict>,
+    key: &Bound<'_, PyString>,
+    value: &Bound<'_, PyString>,
+) -> PyResult<()> {
+    // SAFETY: three valid borrowed references; PyDict_SetItem increments
+    // what it stores and returns -1 with an exception set on failure.
+    let rc = unsafe { pyo3::ffi::PyDict_SetItem(env.as_ptr(), key.as_ptr(), value.as_ptr()) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(PyErr::fetch(env.py()))
+    }
 }
 
 #[pymethods]
@@ -243,9 +280,10 @@ impl Request {
     ) -> PyResult<Bound<'py, PyDict>> {
         let head = &self.head;
         let env = base.copy()?;
-        env.set_item(
+        put(
+            &env,
             intern!(py, "REQUEST_METHOD"),
-            method_str(py, head.method())?,
+            &method_str(py, head.method())?,
         )?;
 
         let mut path = head.path();
@@ -262,29 +300,31 @@ impl Request {
                 }
             }
         }
-        env.set_item(intern!(py, "PATH_INFO"), latin1(py, path)?)?;
-        env.set_item(intern!(py, "QUERY_STRING"), latin1(py, head.query())?)?;
-        let raw_uri = latin1(py, head.target())?;
-        env.set_item(intern!(py, "RAW_URI"), &raw_uri)?;
-        env.set_item(intern!(py, "REQUEST_URI"), raw_uri)?;
-        env.set_item(
-            intern!(py, "SERVER_PROTOCOL"),
-            match head.version {
-                Version::Http11 => intern!(py, "HTTP/1.1"),
-                Version::Http10 => intern!(py, "HTTP/1.0"),
-            },
+        put(&env, intern!(py, "PATH_INFO"), &latin1(py, path)?)?;
+        put(
+            &env,
+            intern!(py, "QUERY_STRING"),
+            &latin1(py, head.query())?,
         )?;
+        let raw_uri = latin1(py, head.target())?;
+        put(&env, intern!(py, "RAW_URI"), &raw_uri)?;
+        put(&env, intern!(py, "REQUEST_URI"), &raw_uri)?;
+        let protocol = match head.version {
+            Version::Http11 => intern!(py, "HTTP/1.1"),
+            Version::Http10 => intern!(py, "HTTP/1.0"),
+        };
+        put(&env, intern!(py, "SERVER_PROTOCOL"), protocol)?;
 
         let n = head.field_count();
         for i in 0..n {
             let (name, value) = head.field(i);
             match name {
                 b"content-type" => {
-                    env.set_item(intern!(py, "CONTENT_TYPE"), latin1(py, value)?)?;
+                    put(&env, intern!(py, "CONTENT_TYPE"), &latin1(py, value)?)?;
                     continue;
                 }
                 b"content-length" => {
-                    env.set_item(intern!(py, "CONTENT_LENGTH"), latin1(py, value)?)?;
+                    put(&env, intern!(py, "CONTENT_LENGTH"), &latin1(py, value)?)?;
                     continue;
                 }
                 _ => {}
@@ -304,11 +344,11 @@ impl Request {
                 buf.extend_from_slice(head.field(j).1);
             }
             let value = latin1(py, joined.as_deref().unwrap_or(value))?;
-            env.set_item(key, value)?;
+            put(&env, &key, &value)?;
         }
         if head.host_from_target() {
             if let Some(host) = head.host() {
-                env.set_item(intern!(py, "HTTP_HOST"), latin1(py, host)?)?;
+                put(&env, intern!(py, "HTTP_HOST"), &latin1(py, host)?)?;
             }
         }
         Ok(env)

@@ -9,21 +9,15 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyString};
 
-/// latin-1 bytes -> str. ASCII (nearly every header) skips the decoder.
+/// latin-1 bytes -> str in one pass (CPython picks the narrowest storage).
 pub fn latin1<'py>(py: Python<'py>, b: &[u8]) -> PyResult<Bound<'py, PyString>> {
-    if b.is_ascii() {
-        // SAFETY: ASCII is valid UTF-8.
-        return Ok(PyString::new(py, unsafe {
-            std::str::from_utf8_unchecked(b)
-        }));
-    }
-    // SAFETY: pointer and length describe `b`; the result is a new reference
-    // to a str (or NULL with an exception set).
+    // SAFETY: pointer and length describe `b`, read as 1-byte code points;
+    // the result is a new reference to a str (or NULL with an exception set).
     unsafe {
-        let ptr = ffi::PyUnicode_DecodeLatin1(
+        let ptr = ffi::PyUnicode_FromKindAndData(
+            ffi::PyUnicode_1BYTE_KIND as std::os::raw::c_int,
             b.as_ptr().cast(),
             b.len() as ffi::Py_ssize_t,
-            std::ptr::null(),
         );
         Ok(Bound::from_owned_ptr_or_err(py, ptr)?.cast_into_unchecked())
     }

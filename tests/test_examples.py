@@ -1,0 +1,97 @@
+"""The example applications, served by the real `supervise` command."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO_DIR
+
+EXAMPLES = REPO_DIR / "examples"
+
+
+def test_hello_example(start_server):
+    server = start_server("hello_wsgi:app", cwd=EXAMPLES)
+    status, headers, body = server.get("/")
+    assert (status, body) == (200, b"Hello, world!\n")
+    assert headers["content-type"] == "text/plain; charset=utf-8"
+
+
+def test_flask_app(start_server):
+    pytest.importorskip("flask")
+    server = start_server("app:app", "-w", "2", cwd=EXAMPLES / "flask_app")
+    assert server.get("/")[2] == b"Hello from Flask"
+
+    status, _, body = server.get("/hello/ada")
+    assert status == 200
+    assert json.loads(body) == {"greeting": "Hello, ada!", "scheme": "http"}
+
+    status, _, body = server.get(
+        "/echo", method="POST", body=b'{"a": [1, 2]}', headers={"Content-Type": "application/json"}
+    )
+    assert (status, json.loads(body)) == (200, {"json": {"a": [1, 2]}})
+    status, _, body = server.get(
+        "/echo",
+        method="POST",
+        body=b"name=ada&lang=en",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert json.loads(body)["form"] == {"name": "ada", "lang": "en"}
+
+    status, headers, body = server.get("/stream")
+    assert headers.get("transfer-encoding") == "chunked"
+    assert body == b"".join(f"line {i}\n".encode() for i in range(5))
+
+    status, headers, body = server.get("/files/notes.txt")
+    assert status == 200
+    assert body == (EXAMPLES / "flask_app" / "static" / "notes.txt").read_bytes()
+    assert headers["content-length"] == str(len(body))
+
+    assert server.get("/boom")[0] == 500
+    assert server.get("/missing")[0] == 404
+
+
+def test_django_project(start_server, tmp_path):
+    pytest.importorskip("django")
+    project = EXAMPLES / "django_project"
+    env = {"DJANGO_DB": str(tmp_path / "db.sqlite3")}
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput"],
+        cwd=project,
+        env={**_base_env(), **env},
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    server = start_server("mysite.wsgi:application", "-w", "2", cwd=project, env=env)
+
+    status, _, body = server.get("/")
+    assert status == 200
+    assert body == f"Hello from Django at http://127.0.0.1:{server.port}/".encode()
+
+    status, _, body = server.get(
+        "/notes/",
+        method="POST",
+        body=json.dumps({"title": "first", "body": "served by supervise"}),
+        headers={"Content-Type": "application/json"},
+    )
+    assert status == 201
+    note = json.loads(body)
+    assert note["title"] == "first"
+
+    status, _, body = server.get("/notes/")
+    assert json.loads(body) == {"notes": [note]}
+    assert json.loads(server.get(f"/notes/{note['id']}/")[2]) == note
+    assert server.get("/notes/999/")[0] == 404
+    # Behind a trusted proxy, Django builds https URLs without any setting of its own.
+    status, _, body = server.get("/", headers={"X-Forwarded-Proto": "https"})
+    assert body.startswith(b"Hello from Django at https://")
+
+
+def _base_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    return env

@@ -1,0 +1,164 @@
+"""HTTPS on the sync worker, with certificates made at test time by the openssl CLI.
+
+Clients verify the server against a throw-away CA, exactly as a browser
+would, so these tests also show the certificate chain is served correctly.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import shutil
+import socket
+import ssl
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+APP = "wsgi_apps"
+
+pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI")
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def _issue(pki: Path, name: str, extensions: str) -> None:
+    """A P-256 key and a certificate for it signed by the test CA."""
+    _openssl(
+        "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+        "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=pki,
+    )  # fmt: skip
+    (pki / f"{name}.ext").write_text(
+        extensions
+        + "\nbasicConstraints=CA:FALSE\nsubjectKeyIdentifier=hash\n"
+        + "authorityKeyIdentifier=keyid,issuer\n"
+    )
+    _openssl(
+        "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+        "-CAcreateserial", "-days", "2", "-out", f"{name}.pem", "-extfile", f"{name}.ext",
+        cwd=pki,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """ca.pem; server.pem/key for 127.0.0.1 and localhost; client.pem/key."""
+    pki = tmp_path_factory.mktemp("pki")
+    _openssl(
+        "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+        "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=supervise test CA",
+        "-addext", "basicConstraints=critical,CA:TRUE",
+        "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+        cwd=pki,
+    )  # fmt: skip
+    _issue(
+        pki,
+        "server",
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nkeyUsage=critical,digitalSignature\n"
+        "extendedKeyUsage=serverAuth",
+    )
+    _issue(pki, "client", "keyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth")
+    return pki
+
+
+def client_context(pki: Path, cert: bool = False) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=str(pki / "ca.pem"))
+    if cert:
+        ctx.load_cert_chain(str(pki / "client.pem"), str(pki / "client.key"))
+    return ctx
+
+
+def https_get(
+    server, ctx: ssl.SSLContext, path: str = "/", method: str = "GET", body: bytes | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    conn = http.client.HTTPSConnection(server.host, server.port, context=ctx, timeout=10)
+    try:
+        conn.request(method, path, body=body)
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    finally:
+        conn.close()
+
+
+def start_tls(start_server, pki: Path, *args: str):
+    server = start_server(
+        *args, "--certfile", str(pki / "server.pem"), "--keyfile", str(pki / "server.key"),
+        wait=False,
+    )  # fmt: skip
+    ctx = client_context(pki, cert=True)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            https_get(server, ctx)
+            return server
+        except (OSError, http.client.HTTPException):
+            if server.proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"no HTTPS service:\n{server.log()}")
+            time.sleep(0.1)
+
+
+def test_https_request_verified_against_the_ca(start_server, pki):
+    server = start_tls(start_server, pki, f"{APP}:environ_app")
+    status, headers, body = https_get(server, client_context(pki), "/secure?q=1")
+    assert status == 200
+    env = json.loads(body)
+    assert env["wsgi.url_scheme"] == "https"
+    assert env["PATH_INFO"] == "/secure"
+    assert headers["connection"] == "close"
+
+
+def test_bodies_and_files_over_tls(start_server, pki, tmp_path):
+    server = start_tls(start_server, pki, f"{APP}:echo")
+    payload = b"0123456789abcdef" * 20_000  # 320 kB: many TLS records both ways
+    status, _, body = https_get(server, client_context(pki), "/?mode=read", "POST", payload)
+    assert status == 200
+    assert json.loads(body)["parts"] == [payload.decode()]
+    data = bytes(range(256)) * 1000
+    (tmp_path / "f.bin").write_bytes(data)
+    files = start_tls(start_server, pki, f"{APP}:files")
+    status, headers, body = https_get(files, client_context(pki), f"/?path={tmp_path / 'f.bin'}")
+    assert (status, headers["content-length"], body) == (200, str(len(data)), data)
+
+
+def test_plain_http_on_the_tls_port_does_not_hurt(start_server, pki):
+    server = start_tls(start_server, pki, f"{APP}:hello")
+    workers = server.workers()
+    with socket.create_connection((server.host, server.port), timeout=10) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        try:
+            data = sock.recv(1024)
+        except ConnectionResetError:
+            data = b""
+    assert not data.startswith(b"HTTP/1.1 200")
+    assert https_get(server, client_context(pki))[0] == 200
+    assert server.workers() == workers
+
+
+def test_client_certificates_required(start_server, pki):
+    server = start_tls(
+        start_server, pki, f"{APP}:hello", "--ca-certs", str(pki / "ca.pem"), "--cert-reqs", "2"
+    )
+    assert https_get(server, client_context(pki, cert=True))[2] == b"Hello, world!"
+    with pytest.raises((ssl.SSLError, ConnectionResetError, http.client.RemoteDisconnected)):
+        https_get(server, client_context(pki, cert=False))
+
+
+def test_ssl_context_hook(start_server, pki, tmp_path):
+    conf = tmp_path / "tls.conf.py"
+    conf.write_text(
+        "import ssl\n"
+        "def ssl_context(config, default_ssl_context_factory):\n"
+        "    ctx = default_ssl_context_factory()\n"
+        "    ctx.minimum_version = ssl.TLSVersion.TLSv1_3\n"
+        "    return ctx\n"
+    )
+    server = start_tls(start_server, pki, f"{APP}:hello", "-c", str(conf))
+    old_client = client_context(pki)
+    old_client.maximum_version = ssl.TLSVersion.TLSv1_2
+    with pytest.raises((ssl.SSLError, ConnectionResetError)):
+        https_get(server, old_client)
+    assert https_get(server, client_context(pki))[0] == 200
