@@ -175,8 +175,9 @@ class Arbiter:
         signal.signal(signal.SIGCHLD, self._on_sigchld)
 
     def _queue_signal(self, signum: int, frame: Any) -> None:
-        # Repeated HUPs (e.g. one per worker from --reload) collapse into one.
-        if len(self.sig_queue) < 8 and signum not in self.sig_queue:
+        # Queued HUPs (e.g. a burst from --reload) collapse into one reload;
+        # TTIN/TTOU count, so three TTINs add three workers.
+        if len(self.sig_queue) < 16 and not (signum == signal.SIGHUP and signum in self.sig_queue):
             self.sig_queue.append(signum)
 
     def _on_sigchld(self, signum: int, frame: Any) -> None:
@@ -202,14 +203,10 @@ class Arbiter:
         except StopIteration:
             self._halt(0)
         except KeyboardInterrupt:
-            self._stop(graceful=False)
             self._halt(0)
         except HaltServer as exc:
             self._halt(exc.exit_status, exc.reason)
-        except sockets.BindError as exc:
-            self.log.error("%s", exc)
-            self._halt(1)
-        except process.PidfileError as exc:
+        except (sockets.BindError, process.PidfileError) as exc:
             self.log.error("%s", exc)
             self._halt(1)
         except SystemExit:
@@ -581,23 +578,15 @@ class Arbiter:
         if self.pidfile is not None:
             self.pidfile.rename(f"{self.cfg.pidfile}.oldbin")
         self.cfg.pre_exec(self)
-        fds = ",".join(str(listener.fileno()) for listener in self.listeners)
         pid = os.fork()
         if pid:
             self.reexec_pid = pid
             self.log.info("USR2: started a new master (pid %s)", pid)
             systemd.notify(f"MAINPID={pid}")
             return
-        env = dict(os.environ)
-        env[sockets.INHERITED_FDS_ENV] = fds
-        env[MASTER_PID_ENV] = str(self.pid)
-        for key in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"):
-            env.pop(key, None)
-        os.chdir(self.start_cwd)
-        try:
-            os.execve(sys.executable, [sys.executable, "-m", "supervise", *self.argv], env)
-        finally:
-            os._exit(1)
+        sockets.exec_with_listeners(
+            self.listeners, self.argv, self.start_cwd, {MASTER_PID_ENV: str(self.pid)}
+        )
 
     def _reexec_child_exited(self, status: int) -> None:
         code = os.waitstatus_to_exitcode(status)

@@ -13,9 +13,10 @@ import errno
 import os
 import socket
 import stat
+import sys
 import time
 from collections.abc import Iterable, Mapping, MutableMapping
-from typing import Any
+from typing import Any, NoReturn
 
 INHERITED_FDS_ENV = "SUPERVISE_FDS"
 SD_LISTEN_FDS_START = 3
@@ -216,3 +217,24 @@ def close_listeners(listeners: Iterable[Listener], unlink: bool = True) -> None:
         if unlink and path:
             with contextlib.suppress(OSError):
                 os.unlink(path)
+
+
+def exec_with_listeners(
+    listeners: list[Listener], argv: list[str], cwd: str, extra_env: dict[str, str]
+) -> NoReturn:
+    """Replace this process by a fresh master that inherits ``listeners`` by fd number.
+
+    Runs ``python -m supervise`` from the installed package, so a USR2 after an
+    upgrade starts the new code; the sockets never close, so no connection is
+    refused while the new master boots.
+    """
+    env = dict(os.environ)
+    env.update(extra_env)
+    env[INHERITED_FDS_ENV] = ",".join(str(listener.fileno()) for listener in listeners)
+    for key in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"):
+        env.pop(key, None)
+    try:
+        os.chdir(cwd)
+        os.execve(sys.executable, [sys.executable, "-m", "supervise", *argv], env)
+    finally:
+        os._exit(1)

@@ -24,7 +24,7 @@ import sys
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
-from supervise import SERVER_SOFTWARE
+from supervise import SERVER_SOFTWARE, config
 from supervise._native import ChunkedDecoder, ParseError, RequestParser, set_server_header
 from supervise.http.connection import Connection
 from supervise.http.errors import ClientError, error_response
@@ -99,8 +99,14 @@ class WSGIHandler:
         self.is_tls = worker.ssl_context is not None
         self.sendfile = bool(cfg.sendfile) and not self.is_tls
         self.proxy = ProxyRules(cfg)
-        self.pre_request = cfg.pre_request
-        self.post_request = cfg.post_request
+        # The default hooks do nothing worth a call per request (pre_request only
+        # logs at debug level): skip them unless they were replaced.
+        self.pre_request: Any = cfg.pre_request
+        if self.pre_request is config.pre_request and cfg.loglevel != "debug":
+            self.pre_request = None
+        self.post_request: Any = cfg.post_request
+        if self.post_request is config.post_request:
+            self.post_request = None
         self.access_log = bool(cfg.accesslog or cfg.logconfig_dict)
         if not cfg.server_header:
             set_server_header(None)
@@ -189,7 +195,8 @@ class WSGIHandler:
             else:
                 if conn.trusted:
                     self.proxy.apply(environ)
-                self.pre_request(worker, req)
+                if self.pre_request is not None:
+                    self.pre_request(worker, req)
                 self._run_app(environ, resp)
         except ClientError as exc:
             # The client went away or misbehaved: not the application's fault.
@@ -211,10 +218,11 @@ class WSGIHandler:
                 keep = body.drain(DRAIN_LIMIT)
             if not body.done:
                 conn.linger = True
-        try:
-            self.post_request(worker, req, environ, resp)
-        except Exception:
-            self.log.exception("post_request hook failed for %s", request_line(req))
+        if self.post_request is not None:
+            try:
+                self.post_request(worker, req, environ, resp)
+            except Exception:
+                self.log.exception("post_request hook failed for %s", request_line(req))
         if self.access_log:
             self.log.access(resp, req, environ, perf_counter() - started)
         worker.request_done()

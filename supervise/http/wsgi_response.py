@@ -179,11 +179,29 @@ class Response:
         if self.head_sent:
             if data and self._body:
                 self._send_more(data)
+            self.finish()
+            return
+        # The most common response of all, so _send_first() and finish() are inlined.
+        if type(data) is not bytes:
+            data = _as_bytes(data)
+        n = len(data)
+        head = self._head(n)
+        self.head_sent = True
+        if not n or not self._body:
+            self._conn.sendall(head)
+            if self._body and self._length > 0:
+                self.keep_alive = False  # announced a body it did not send
+            return
+        if self._chunked:  # not expected (the length is known), but keep the framing right
+            self._conn.sendall(b"".join((head, b"%x\r\n" % n, data, b"\r\n", _LAST_CHUNK)))
         else:
-            if type(data) is not bytes:
-                data = _as_bytes(data)
-            self._send_first(data, len(data))
-        self.finish()
+            if 0 <= self._length < n:
+                data = data[: self._length]
+                n = self._length
+            self._conn.sendall(head + data)
+            if n < self._length:
+                self.keep_alive = False
+        self.sent = n
 
     def finish(self) -> None:
         """End the body: send the head if still due, or the last chunk."""

@@ -253,7 +253,7 @@ impl ChunkedDecoder {
         if size == 0 {
             return Ok(State::Trailer);
         }
-        self.total += size;
+        self.total = self.total.saturating_add(size);
         if self.limit_body != 0 && self.total > self.limit_body {
             return Err(TOO_LARGE);
         }

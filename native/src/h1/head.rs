@@ -6,31 +6,12 @@
 use std::mem::MaybeUninit;
 use std::ops::Range;
 
-use super::chars::{is_token, list_items, parse_decimal};
 use super::error::{ParseError, Result};
-use super::target::{parse_target, percent_decode, valid_authority, TargetForm};
-
-/// Gunicorn's limits and meaning: 0 switches a limit off.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Longest request line in bytes (CRLF excluded) before 414.
-    pub request_line: usize,
-    /// Most header fields before 431.
-    pub fields: usize,
-    /// Longest header field line in bytes, CRLF included (as Gunicorn
-    /// counts it), before 431.
-    pub field_size: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            request_line: 4094,
-            fields: 100,
-            field_size: 8190,
-        }
-    }
-}
+use super::fields::read_fields;
+use super::limits::{
+    check_incomplete, classify, over, Limits, FIELD_TOO_LONG, LINE_TOO_LONG, TOO_MANY_FIELDS,
+};
+use super::target::{parse_target, percent_decode, TargetForm};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Version {
@@ -49,13 +30,13 @@ impl Version {
 
 /// A byte range inside `RequestHead::buf`; u32 keeps a field at 8 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-struct Span {
+pub(super) struct Span {
     start: u32,
     end: u32,
 }
 
 impl Span {
-    fn new(r: Range<usize>) -> Self {
+    pub(super) fn new(r: Range<usize>) -> Self {
         // Heads are bounded by the limits (and by the worker's buffer); a head
         // over 4 GiB cannot reach this point.
         Span {
@@ -64,15 +45,15 @@ impl Span {
         }
     }
 
-    fn range(self) -> Range<usize> {
+    pub(super) fn range(self) -> Range<usize> {
         self.start as usize..self.end as usize
     }
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Field {
-    name: Span,
-    value: Span,
+pub(super) struct Field {
+    pub(super) name: Span,
+    pub(super) value: Span,
 }
 
 /// A validated request head. Owns one copy of the head bytes (field names
@@ -176,11 +157,7 @@ impl RequestHead {
 
 const STACK_FIELDS: usize = 64;
 
-const BAD_LINE_END: ParseError = ParseError::bad("Invalid line ending");
-const TOO_MANY_FIELDS: ParseError = ParseError::new(431, "Too many header fields");
-const FIELD_TOO_LONG: ParseError = ParseError::new(431, "Header field too long");
-const LINE_TOO_LONG: ParseError = ParseError::new(414, "Request line too long");
-
+pub(super) const BAD_LINE_END: ParseError = ParseError::bad("Invalid line ending");
 /// Parses the head at the start of `buf`.
 ///
 /// `Ok(None)`: incomplete, read more. `Ok(Some((head, n)))`: the head is the
@@ -229,159 +206,8 @@ pub fn parse_request(buf: &[u8], limits: &Limits) -> Result<Option<(RequestHead,
     }
 }
 
-fn find_lf(s: &[u8]) -> Option<usize> {
-    s.iter().position(|&b| b == b'\n')
-}
-
-fn over(limit: usize, len: usize) -> bool {
-    limit != 0 && len > limit
-}
-
-/// The limits, on a buffer that holds no complete head yet.
-fn check_incomplete(buf: &[u8], limits: &Limits) -> Result<()> {
-    let mut pos = buf
-        .iter()
-        .position(|&b| b != b'\r' && b != b'\n')
-        .unwrap_or(buf.len());
-    let line_len = |i: usize, pos: usize| -> usize {
-        // length of the line [pos, pos+i) without its CR
-        if i > 0 && buf[pos + i - 1] == b'\r' {
-            i - 1
-        } else {
-            i
-        }
-    };
-    match find_lf(&buf[pos..]) {
-        None => {
-            if over(limits.request_line, line_len(buf.len() - pos, pos)) {
-                return Err(LINE_TOO_LONG);
-            }
-            return Ok(());
-        }
-        Some(i) => {
-            if over(limits.request_line, line_len(i, pos)) {
-                return Err(LINE_TOO_LONG);
-            }
-            pos += i + 1;
-        }
-    }
-    let mut count = 0usize;
-    loop {
-        match find_lf(&buf[pos..]) {
-            None => {
-                if over(limits.field_size, line_len(buf.len() - pos, pos) + 2) {
-                    return Err(FIELD_TOO_LONG);
-                }
-                // A started line is one more field, unless it is the CR of
-                // the blank line that ends the head.
-                let started = !buf[pos..].is_empty() && &buf[pos..] != b"\r";
-                if started && over(limits.fields, count + 1) {
-                    return Err(TOO_MANY_FIELDS);
-                }
-                return Ok(());
-            }
-            Some(i) => {
-                let len = line_len(i, pos);
-                if len == 0 {
-                    return Ok(());
-                }
-                count += 1;
-                if over(limits.fields, count) {
-                    return Err(TOO_MANY_FIELDS);
-                }
-                if over(limits.field_size, len + 2) {
-                    return Err(FIELD_TOO_LONG);
-                }
-                pos += i + 1;
-            }
-        }
-    }
-}
-
-/// Turns an httparse error into the status and reason the client gets.
-fn classify(buf: &[u8], e: httparse::Error) -> ParseError {
-    match e {
-        httparse::Error::Version => version_error(buf),
-        httparse::Error::HeaderName => {
-            if buf
-                .windows(2)
-                .any(|w| w[0] == b'\n' && (w[1] == b' ' || w[1] == b'\t'))
-            {
-                ParseError::bad("Obsolete line folding")
-            } else {
-                ParseError::bad("Invalid header name")
-            }
-        }
-        httparse::Error::HeaderValue => ParseError::bad("Invalid header value"),
-        httparse::Error::NewLine => BAD_LINE_END,
-        httparse::Error::Token => {
-            let start = buf.iter().position(|&b| b != b'\r' && b != b'\n');
-            let method_ok = start.is_some_and(|s| {
-                let rest = &buf[s..];
-                rest.iter()
-                    .position(|&b| b == b' ')
-                    .is_some_and(|sp| is_token(&rest[..sp]))
-            });
-            if method_ok {
-                ParseError::bad("Invalid request target")
-            } else {
-                ParseError::bad("Invalid method")
-            }
-        }
-        _ => ParseError::bad("Invalid request"),
-    }
-}
-
-/// 505 when the version is well-formed (`HTTP/x.y`) but not 1.0/1.1, 400 when
-/// it is not a version at all.
-fn version_error(buf: &[u8]) -> ParseError {
-    let start = buf
-        .iter()
-        .position(|&b| b != b'\r' && b != b'\n')
-        .unwrap_or(0);
-    let rest = &buf[start..];
-    let (line, complete) = match find_lf(rest) {
-        Some(i) => (rest[..i].strip_suffix(b"\r").unwrap_or(&rest[..i]), true),
-        None => (rest, false),
-    };
-    let mut parts = line.splitn(3, |&b| b == b' ');
-    let version = parts.nth(2).unwrap_or(b"");
-    const SHAPE: &[u8] = b"HTTP/0.0";
-    let fits = |v: &[u8]| {
-        v.iter().zip(SHAPE).all(|(&b, &s)| match s {
-            b'0' => b.is_ascii_digit(),
-            _ => b == s,
-        })
-    };
-    let well_formed = if complete {
-        version.len() == SHAPE.len() && fits(version)
-    } else {
-        version.len() <= SHAPE.len() && fits(version)
-    };
-    if well_formed {
-        ParseError::new(505, "HTTP version not supported")
-    } else {
-        ParseError::bad("Invalid HTTP version")
-    }
-}
-
 fn offset(buf: &[u8], part: &[u8]) -> usize {
     part.as_ptr() as usize - buf.as_ptr() as usize
-}
-
-/// Codings we can let through ahead of the final chunked: the app sees them in
-/// HTTP_TRANSFER_ENCODING and gets the payload de-chunked but not decoded.
-fn known_coding(c: &[u8]) -> bool {
-    [
-        &b"identity"[..],
-        b"gzip",
-        b"x-gzip",
-        b"deflate",
-        b"compress",
-        b"x-compress",
-    ]
-    .iter()
-    .any(|k| c.eq_ignore_ascii_case(k))
 }
 
 fn build(
@@ -453,103 +279,13 @@ fn build(
         Version::Http10
     };
     let t = parse_target(method_b, target.as_bytes())?;
+    let sem = read_fields(&head, &fields, version)?;
     let shift = |r: Range<usize>| Span::new(r.start + target_start..r.end + target_start);
-
-    let mut content_length = None;
-    let mut te_seen = false;
-    let mut chunked_seen = false;
-    let mut last_chunked = false;
-    let mut unknown_coding = false;
-    let mut host = None;
-    let mut content_type_seen = false;
-    let (mut close, mut keep, mut conn_upgrade) = (false, false, false);
-    let mut expect_continue = false;
-    let mut upgrade = None;
-    for f in &fields {
-        let value = &head[f.value.range()];
-        match &head[f.name.range()] {
-            b"content-length" => {
-                // Even an identical repeat is refused: two framing fields mean
-                // two parsers may disagree somewhere on the path.
-                if content_length.is_some() {
-                    return Err(ParseError::bad("Duplicate Content-Length"));
-                }
-                content_length = Some(
-                    parse_decimal(value, i64::MAX as u64)
-                        .ok_or(ParseError::bad("Invalid Content-Length"))?,
-                );
-            }
-            b"transfer-encoding" => {
-                te_seen = true;
-                for coding in list_items(value) {
-                    if !is_token(coding) {
-                        return Err(ParseError::bad("Invalid Transfer-Encoding"));
-                    }
-                    if coding.eq_ignore_ascii_case(b"chunked") {
-                        if chunked_seen {
-                            return Err(ParseError::bad("chunked applied twice"));
-                        }
-                        chunked_seen = true;
-                        last_chunked = true;
-                    } else {
-                        last_chunked = false;
-                        unknown_coding |= !known_coding(coding);
-                    }
-                }
-            }
-            b"host" => {
-                if host.is_some() {
-                    return Err(ParseError::bad("Duplicate Host header"));
-                }
-                if !value.is_empty() && !valid_authority(value, false) {
-                    return Err(ParseError::bad("Invalid Host header"));
-                }
-                host = Some(f.value);
-            }
-            b"content-type" => {
-                if content_type_seen {
-                    return Err(ParseError::bad("Duplicate Content-Type"));
-                }
-                content_type_seen = true;
-            }
-            b"connection" => {
-                for opt in list_items(value) {
-                    close |= opt.eq_ignore_ascii_case(b"close");
-                    keep |= opt.eq_ignore_ascii_case(b"keep-alive");
-                    conn_upgrade |= opt.eq_ignore_ascii_case(b"upgrade");
-                }
-            }
-            b"expect" => expect_continue |= value.eq_ignore_ascii_case(b"100-continue"),
-            b"upgrade" if upgrade.is_none() => upgrade = Some(f.value),
-            _ => {}
-        }
-    }
-    if te_seen {
-        if version == Version::Http10 {
-            return Err(ParseError::bad("Transfer-Encoding on HTTP/1.0"));
-        }
-        if content_length.is_some() {
-            return Err(ParseError::bad("Content-Length with Transfer-Encoding"));
-        }
-        if !last_chunked {
-            return Err(ParseError::bad("Transfer-Encoding must end in chunked"));
-        }
-        if unknown_coding {
-            return Err(ParseError::new(501, "Unsupported Transfer-Encoding"));
-        }
-    }
-    if version == Version::Http11 && host.is_none() {
-        return Err(ParseError::bad("Missing Host header"));
-    }
 
     let path = shift(t.path);
     let decoded_path = match percent_decode(&head[path.range()]) {
         std::borrow::Cow::Owned(p) => Some(p.into_boxed_slice()),
         std::borrow::Cow::Borrowed(_) => None,
-    };
-    let keep_alive = match version {
-        Version::Http11 => !close,
-        Version::Http10 => keep && !close,
     };
     Ok(RequestHead {
         method: Span::new(method_start..method_start + method.len()),
@@ -557,17 +293,17 @@ fn build(
         path,
         query: shift(t.query),
         decoded_path,
-        upgrade: if conn_upgrade { upgrade } else { None },
+        upgrade: sem.upgrade,
         host: match t.authority {
             Some(a) => Some(shift(a)),
-            None => host,
+            None => sem.host,
         },
         form: t.form,
         version,
-        content_length,
-        chunked: te_seen,
-        keep_alive,
-        expect_continue: expect_continue && version == Version::Http11,
+        content_length: sem.content_length,
+        chunked: sem.chunked,
+        keep_alive: sem.keep_alive,
+        expect_continue: sem.expect_continue,
         fields,
         buf: head,
     })

@@ -76,6 +76,10 @@ fn target_forms() {
     assert_eq!(h.raw_path(), b"*");
     let h = ok(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n");
     assert_eq!(h.raw_path(), b"");
+    assert_eq!(
+        ok(b"GET / HTTP/1.1\r\nHost: h:\r\n\r\n").host(),
+        Some(&b"h:"[..])
+    );
     let h = ok(b"GET /p#frag HTTP/1.0\r\n\r\n");
     assert_eq!((h.raw_path(), h.query()), (&b"/p"[..], &b""[..]));
 }

@@ -6,12 +6,15 @@ pub mod chars;
 pub mod chunked;
 pub mod date;
 pub mod error;
+mod fields;
 pub mod head;
+mod limits;
 pub mod response;
 pub mod target;
 
 pub use chunked::ChunkedDecoder;
 pub use error::ParseError;
-pub use head::{parse_request, Limits, RequestHead, Version};
+pub use head::{parse_request, RequestHead, Version};
+pub use limits::Limits;
 pub use response::{set_server_header, ResponseHead, ResponseHeadBuilder};
 pub use target::TargetForm;

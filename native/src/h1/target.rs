@@ -83,7 +83,10 @@ pub fn valid_authority(a: &[u8], need_port: bool) -> bool {
         return false;
     }
     match port {
-        Some(p) => !p.is_empty() && p.len() <= 5 && p.iter().all(u8::is_ascii_digit),
+        // port = *DIGIT: "host:" is a valid authority, but CONNECT needs one.
+        Some(p) => {
+            (!p.is_empty() || !need_port) && p.len() <= 5 && p.iter().all(u8::is_ascii_digit)
+        }
         None => !need_port,
     }
 }
