@@ -14,13 +14,13 @@ from pathlib import Path
 from signal import SIGKILL, SIGQUIT
 
 import pytest
-from conftest import APPS_DIR, Server, free_port, supervise_command
+from conftest import APPS_DIR, WSGI_WORKERS, Server, free_port, supervise_command
 from test_parser import INVALID_CHUNKED, INVALID_REQUESTS, VALID_REQUESTS, ids
 
 from supervise import _native
 
 # The HTTP workers these tests run against; a new worker class joins the list.
-HTTP_WORKERS = ["sync"]
+HTTP_WORKERS = WSGI_WORKERS
 ECHO_APP = "echo_app:app"
 READ_TIMEOUT = 5.0
 
