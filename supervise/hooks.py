@@ -19,11 +19,14 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 @dataclass(frozen=True)
 class Hook:
+    """One hook, as the settings table needs it; built from the default's own definition."""
+
     name: str
     default: Callable[..., Any]
     params: str  # "server, worker": what a user's hook is called with
     help: str
     default_doc: str  # what the default does, for docs/settings.md
+    accept_fewer: bool  # also accept a hook taking fewer arguments (see hook_check)
 
     @property
     def arity(self) -> int:
@@ -33,7 +36,7 @@ class Hook:
 HOOKS: dict[str, Hook] = {}
 
 
-def _default_hook(does: str = "does nothing") -> Callable[[_F], _F]:
+def _default_hook(does: str = "does nothing", accept_fewer: bool = False) -> Callable[[_F], _F]:
     def declare(fn: _F) -> _F:
         # --print-config shows a hook as <module.qualname>. The defaults have always been
         # public as supervise.config.NAME (that module re-exports them), so they keep that
@@ -45,6 +48,7 @@ def _default_hook(does: str = "does nothing") -> Callable[[_F], _F]:
             params=", ".join(inspect.signature(fn).parameters),
             help=" ".join((inspect.getdoc(fn) or "").split()),
             default_doc=does,
+            accept_fewer=accept_fewer,
         )
         return fn
 
@@ -110,7 +114,7 @@ def pre_request(worker: Any, req: Any) -> None:
     worker.log.debug("%s %s", req.method, req.path)
 
 
-@_default_hook()
+@_default_hook(accept_fewer=True)
 def post_request(worker: Any, req: Any, environ: dict, resp: Any) -> None:
     """Called in the worker after each request. For compatibility, a callable that takes only
     (worker, req) or (worker, req, environ) is accepted."""

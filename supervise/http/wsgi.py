@@ -79,7 +79,13 @@ def request_line(req: Any) -> str:
 
 
 class WSGIHandler:
-    """Serves WSGI requests for one worker; safe to share between its threads."""
+    """Serves WSGI requests for one worker; safe to share between its threads.
+
+    A worker with its own scheduler may set ``connection_class`` to a
+    Connection subclass whose ``wait`` blocks cooperatively.
+    """
+
+    connection_class: type[Connection] = Connection
 
     def __init__(self, worker: Worker, *, multithread: bool = False) -> None:
         cfg = worker.cfg
@@ -142,7 +148,7 @@ class WSGIHandler:
             # A unix socket: the peer usually has no name ("").
             environ["REMOTE_ADDR"] = addr.decode() if isinstance(addr, bytes) else (addr or "")
             trusted = self.proxy.enabled
-        return Connection(sock, environ, trusted, self.send_timeout)
+        return self.connection_class(sock, environ, trusted, self.send_timeout)
 
     # -- one request -----------------------------------------------------------------
     def handle(

@@ -1,0 +1,745 @@
+"""Every setting, declared once.
+
+The ``SETTINGS`` table is the single source of truth: the command-line parser
+(``cli.py``), the config-file names, ``SUPERVISE_CMD_ARGS``, ``--print-config``
+and ``docs/settings.md`` are all generated from it, so a setting cannot exist in
+one place and be missing from another. Names, flags and defaults follow
+Gunicorn's wherever Gunicorn has the setting, so that a gunicorn.conf.py works
+unchanged with ``-c``. The order of declaration is the order of the docs.
+
+Regenerate the docs with ``python -m supervise.config --markdown > docs/settings.md``.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import ssl
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from supervise.hooks import HOOKS
+from supervise.validators import (
+    ADDRESSES,
+    BIND_LIST,
+    BOOL,
+    CERT_REQS,
+    DICT,
+    DIRECTORY,
+    EXISTING_FILE,
+    GROUP,
+    OPT_STR,
+    RAW_ENV,
+    ROOT_PATH,
+    SECONDS,
+    SENDFILE,
+    STR,
+    STR_DICT,
+    STR_LIST,
+    UMASK,
+    USER,
+    WORKER_CLASS,
+    Check,
+    ConfigError,
+    choice_check,
+    hook_check,
+    int_check,
+)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting. ``default_factory(environ)`` replaces ``default`` when the default
+    depends on the environment (PORT, WEB_CONCURRENCY, the current user, ...)."""
+
+    name: str
+    section: str
+    validator: Check
+    default: Any = None
+    flags: tuple[str, ...] = ()
+    metavar: str | None = None
+    action: str = "store"  # store | append | store_true | store_false | toggle
+    nargs: str | int | None = None
+    help: str = ""
+    arity: int | None = None  # hooks only
+    env: str | None = None  # environment variable that supplies the default
+    default_factory: Callable[[Mapping[str, str]], Any] | None = None
+    default_doc: str | None = None
+
+    @property
+    def label(self) -> str:
+        """How error messages name the setting: ``workers (-w, --workers)``."""
+        return f"{self.name} ({', '.join(self.flags)})" if self.flags else self.name
+
+    @property
+    def short_help(self) -> str:
+        """The first sentence, for ``--help``."""
+        first = re.split(r"(?<=[.!?])\s", self.help, maxsplit=1)[0]
+        return first
+
+    def validate(self, value: Any) -> Any:
+        try:
+            return self.validator(value)
+        except ConfigError:
+            raise
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"invalid value for {self.label}: {exc}") from None
+
+    def default_value(self, environ: Mapping[str, str]) -> Any:
+        if self.default_factory is None:
+            # Validated too, so that defaults have the same normal form as set values.
+            return self.validate(copy.deepcopy(self.default))
+        try:
+            return self.validate(self.default_factory(environ))
+        except ConfigError as exc:
+            if self.env:
+                raise ConfigError(f"{exc} (from the {self.env} environment variable)") from None
+            raise
+
+
+def _env_int(var: str, fallback: int) -> Callable[[Mapping[str, str]], Any]:
+    return lambda environ: environ.get(var) or fallback
+
+
+def _default_bind(environ: Mapping[str, str]) -> list[str]:
+    port = environ.get("PORT")
+    return [f"0.0.0.0:{port}"] if port else ["127.0.0.1:8000"]
+
+
+def _default_sendfile(environ: Mapping[str, str]) -> bool:
+    value = environ.get("SENDFILE")
+    return True if value is None else value.strip().lower() in ("y", "1", "yes", "true")
+
+
+DEFAULT_ACCESS_LOG_FORMAT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s"'
+
+
+def _adder(table: list[Setting], section: str) -> Callable[..., None]:
+    """``add(**fields)`` for one section: the section is named once, above its settings."""
+
+    def add(*, flags: Sequence[str] = (), **fields: Any) -> None:
+        table.append(Setting(section=section, flags=tuple(flags), **fields))
+
+    return add
+
+
+def _build() -> dict[str, Setting]:
+    table: list[Setting] = []
+
+    add = _adder(table, "Config File")
+    add(
+        name="config",
+        flags=["-c", "--config"],
+        metavar="CONFIG",
+        validator=OPT_STR,
+        default_doc="`./supervise.conf.py` when that file exists",
+        help="The configuration file: a Python file (`PATH` or `file:PATH`) or an "
+        "importable module (`python:MODULE_NAME`). Module-level names equal to setting "
+        "names set those settings; other names are ignored, so a gunicorn.conf.py works "
+        "as it is. When not given, `./supervise.conf.py` is read if it exists. The "
+        "command line and SUPERVISE_CMD_ARGS override what the file sets. The file is "
+        "read again on SIGHUP.",
+    )
+    add(
+        name="wsgi_app",
+        validator=OPT_STR,
+        metavar="MODULE:APP",
+        help="The application, as `MODULE:ATTRIBUTE` (for example `myproject.wsgi:application`"
+        " or `main:create_app()`), for use in a config file. The APP argument on the "
+        "command line takes precedence over it. Despite the name it names ASGI and RSGI "
+        "applications too.",
+    )
+    add(
+        name="check_config",
+        flags=["--check-config"],
+        action="store_true",
+        validator=BOOL,
+        default=False,
+        help="Check the configuration, import the application and exit. The status is 0 "
+        "when both are fine, 1 (with the reason) when the application cannot be loaded, 2 for "
+        "an invalid setting.",
+    )
+    add(
+        name="print_config",
+        flags=["--print-config"],
+        action="store_true",
+        validator=BOOL,
+        default=False,
+        help="Print every resolved setting and exit. The values combine the defaults, the "
+        "config file, SUPERVISE_CMD_ARGS and the command line, one `name = value` per "
+        "line, sorted. "
+        "Unlike Gunicorn, it does not import the application; add --check-config for that.",
+    )
+
+    add = _adder(table, "Server Socket")
+    add(
+        name="bind",
+        flags=["-b", "--bind"],
+        metavar="ADDRESS",
+        action="append",
+        validator=BIND_LIST,
+        default_factory=_default_bind,
+        env="PORT",
+        default_doc="`['127.0.0.1:8000']`, or `['0.0.0.0:$PORT']` when the PORT "
+        "environment variable is set",
+        help="An address to listen on; repeat the option to listen on several. Forms: "
+        "`HOST`, `HOST:PORT`, `[IPV6]:PORT`, `unix:PATH` and `fd://FD` (an inherited file "
+        "descriptor). Sockets handed over by systemd (LISTEN_FDS) are used instead when "
+        "present.",
+    )
+    add(
+        name="backlog",
+        flags=["--backlog"],
+        metavar="INT",
+        validator=int_check(1),
+        default=2048,
+        help="The size of the kernel's queue of connections not yet accepted. Clients "
+        "beyond it are refused or time out; it matters only under heavy load. The kernel "
+        "caps it at net.core.somaxconn.",
+    )
+    add(
+        name="reuse_port",
+        flags=["--reuse-port"],
+        action="store_true",
+        validator=BOOL,
+        default=False,
+        help="Set SO_REUSEPORT on the listening sockets, so that other processes can bind "
+        "the same address (the kernel then spreads connections between them).",
+    )
+
+    add = _adder(table, "Worker Processes")
+    add(
+        name="workers",
+        flags=["-w", "--workers"],
+        metavar="INT",
+        validator=int_check(1),
+        default_factory=_env_int("WEB_CONCURRENCY", 1),
+        env="WEB_CONCURRENCY",
+        default_doc="`1`, or the WEB_CONCURRENCY environment variable when set",
+        help="The number of worker processes. For the sync worker, 2 to 4 per CPU core "
+        "is the usual starting point; for the gthread, gevent, asgi and rsgi workers, "
+        "one per core is often enough. Change it at run time with SIGTTIN and SIGTTOU.",
+    )
+    add(
+        name="worker_class",
+        flags=["-k", "--worker-class"],
+        metavar="CLASS",
+        validator=WORKER_CLASS,
+        default="sync",
+        help="The kind of worker: sync, gthread, gevent, asgi, rsgi, or a dotted path. "
+        "`sync` serves WSGI one request at a time, `gthread` WSGI on a thread pool with "
+        "keep-alive, `gevent` WSGI on greenlets, `asgi` ASGI on asyncio and `rsgi` RSGI "
+        "on the native server; a dotted path names a subclass of "
+        "`supervise.workers.base.Worker`. As in Gunicorn, `sync` with "
+        "`threads` above 1 runs the gthread worker. Gunicorn's own class paths and "
+        "`uvicorn.workers.UvicornWorker` are read as the matching supervise worker.",
+    )
+    add(
+        name="threads",
+        flags=["--threads"],
+        metavar="INT",
+        validator=int_check(1),
+        default=1,
+        help="The number of threads per worker that run the application, for the gthread "
+        "worker (and the WSGI side of the rsgi worker). Setting it above 1 with the sync "
+        "worker selects gthread.",
+    )
+    add(
+        name="worker_connections",
+        flags=["--worker-connections"],
+        metavar="INT",
+        validator=int_check(1),
+        default=1000,
+        help="The most connections one worker holds open at once, for the gthread, "
+        "gevent, asgi and rsgi workers. Connections beyond it wait in the backlog.",
+    )
+    add(
+        name="max_requests",
+        flags=["--max-requests"],
+        metavar="INT",
+        validator=int_check(0),
+        default=0,
+        help="Replace a worker after it has served this many requests, a simple bound on "
+        "memory leaks; 0 disables it. The replacement is started before the old worker "
+        "stops, so no request is refused.",
+    )
+    add(
+        name="max_requests_jitter",
+        flags=["--max-requests-jitter"],
+        metavar="INT",
+        validator=int_check(0),
+        default=0,
+        help="Add a random number between 0 and this to each worker's max_requests, so "
+        "that workers started together are not all replaced at the same moment.",
+    )
+    add(
+        name="timeout",
+        flags=["-t", "--timeout"],
+        metavar="SECONDS",
+        validator=SECONDS,
+        default=30,
+        help="Kill and replace a worker silent for this many seconds. A worker that has "
+        "not reported a heartbeat for that long is considered stuck: the master sends it "
+        "SIGABRT (it logs every thread's stack) and then SIGKILL, and starts a replacement. For "
+        "the sync worker this bounds how long "
+        "one request may run; the other workers report while requests run. 0 disables it.",
+    )
+    add(
+        name="graceful_timeout",
+        flags=["--graceful-timeout"],
+        metavar="SECONDS",
+        validator=SECONDS,
+        default=30,
+        help="How long workers may take to finish the requests in flight after a graceful "
+        "stop (SIGTERM, a reload or a recycle) before they are killed.",
+    )
+    add(
+        name="keepalive",
+        flags=["--keep-alive"],
+        metavar="SECONDS",
+        validator=SECONDS,
+        default=2,
+        help="How long to wait for the next request on an idle keep-alive connection. "
+        "Behind a load balancer that reuses connections, set it higher than the load "
+        "balancer's idle timeout. 0 disables keep-alive. The sync worker closes every "
+        "connection after one response and ignores it.",
+    )
+
+    add = _adder(table, "Security")  # limits and slow-client timeouts
+    add(
+        name="limit_request_line",
+        flags=["--limit-request-line"],
+        metavar="INT",
+        validator=int_check(0, 8190),
+        default=4094,
+        help="The longest request line (method, target and version) accepted, in bytes, "
+        "from 0 (no limit) to 8190. Longer requests are answered 414.",
+    )
+    add(
+        name="limit_request_fields",
+        flags=["--limit-request-fields"],
+        metavar="INT",
+        validator=int_check(0, 32768),
+        default=100,
+        help="The most header fields a request may carry, at most 32768 (0: the maximum). "
+        "Requests with more are answered 431.",
+    )
+    add(
+        name="limit_request_field_size",
+        flags=["--limit-request-field_size", "--limit-request-field-size"],
+        metavar="INT",
+        validator=int_check(0),
+        default=8190,
+        help="The largest single request header field (name and value), in bytes; 0 means "
+        "no limit, which lets a client make the server buffer arbitrarily large heads. "
+        "Larger fields are answered 431.",
+    )
+    add(
+        name="limit_request_body",
+        flags=["--limit-request-body"],
+        metavar="BYTES",
+        validator=int_check(0),
+        default=0,
+        help="The largest request body accepted, in bytes; 0 means no limit. A larger "
+        "Content-Length is answered 413 before the application runs; a chunked body that "
+        "grows past it is cut off with 413.",
+    )
+    add(
+        name="header_timeout",
+        flags=["--header-timeout"],
+        metavar="SECONDS",
+        validator=SECONDS,
+        default=10,
+        help="How long a client may take to send a complete request head, from the first "
+        "byte to the blank line; past it the connection is closed. This keeps slow or "
+        "idle clients from holding a worker. 0 disables it (not recommended for the sync "
+        "worker).",
+    )
+    add(
+        name="body_timeout",
+        flags=["--body-timeout"],
+        metavar="SECONDS",
+        validator=SECONDS,
+        default=30,
+        help="How long a read of the request body may wait for the client to send more "
+        "data; past it the read fails and the connection is closed. It bounds inactivity, "
+        "not the total upload time. 0 disables it.",
+    )
+
+    add = _adder(table, "Debugging")
+    add(
+        name="reload",
+        flags=["--reload"],
+        action="store_true",
+        validator=BOOL,
+        default=False,
+        help="Replace the workers when a Python file of the application (or a file in "
+        "reload_extra_files) changes. Meant for development; it cannot work with "
+        "preload_app, since the master's own imports cannot be refreshed.",
+    )
+    add(
+        name="reload_engine",
+        flags=["--reload-engine"],
+        metavar="ENGINE",
+        validator=choice_check("auto", "poll", "inotify"),
+        default="auto",
+        help="How --reload notices changes: auto or poll. Both use watchfiles: `auto` "
+        "(and its Gunicorn alias `inotify`) uses the operating system's file "
+        "notifications, `poll` checks the files periodically, which works on network and "
+        "container file systems "
+        "where notifications are missing.",
+    )
+    add(
+        name="reload_extra_files",
+        flags=["--reload-extra-file"],
+        metavar="FILE",
+        action="append",
+        validator=STR_LIST,
+        default=[],
+        help="Another file or directory to watch with --reload (templates, settings "
+        "files); repeat the option for several.",
+    )
+
+    add = _adder(table, "Server Mechanics")
+    add(
+        name="preload_app",
+        flags=["--preload"],
+        action="store_true",
+        validator=BOOL,
+        default=False,
+        help="Import the application in the master before forking the workers: workers "
+        "start faster and share memory copy-on-write. The master's imports cannot be "
+        "reloaded, so SIGHUP then reloads the configuration only; deploy new code with "
+        "SIGUSR2.",
+    )
+    add(
+        name="sendfile",
+        flags=["--no-sendfile"],
+        action="store_false",
+        validator=SENDFILE,
+        default_factory=_default_sendfile,
+        env="SENDFILE",
+        default_doc="`True`, or the SENDFILE environment variable (`1`, `yes`, `true` "
+        "enable it) when set",
+        help="Send files with sendfile(); --no-sendfile turns it off. This applies to files "
+        "the application returns through `wsgi.file_wrapper`; turn it off on file systems "
+        "where sendfile is broken.",
+    )
+    add(
+        name="chdir",
+        flags=["--chdir"],
+        metavar="DIR",
+        validator=DIRECTORY,
+        default_factory=lambda environ: os.getcwd(),
+        default_doc="the current directory",
+        help="Change to this directory before loading the application; it is also put "
+        "first on sys.path so that the application's modules import.",
+    )
+    add(
+        name="daemon",
+        flags=["-D", "--daemon"],
+        action="store_true",
+        validator=BOOL,
+        default=False,
+        help="Detach from the terminal and run in the background. Under systemd, "
+        "supervisord or a container, leave it off.",
+    )
+    add(
+        name="raw_env",
+        flags=["-e", "--env"],
+        metavar="KEY=VALUE",
+        action="append",
+        validator=RAW_ENV,
+        default=[],
+        help="Set an environment variable for the application, as `KEY=VALUE`; repeat the "
+        'option for several. In a config file: `raw_env = ["KEY=VALUE"]`.',
+    )
+    add(
+        name="pidfile",
+        flags=["-p", "--pid"],
+        metavar="FILE",
+        validator=OPT_STR,
+        help="Write the master's process id to this file. During a SIGUSR2 upgrade the old "
+        "master's file is renamed to `FILE.oldbin`.",
+    )
+    add(
+        name="worker_tmp_dir",
+        flags=["--worker-tmp-dir"],
+        metavar="DIR",
+        validator=OPT_STR,
+        help="Ignored; accepted for compatibility with Gunicorn. Gunicorn keeps worker "
+        "heartbeats in temporary files, supervise keeps them in shared memory, so no "
+        "directory is needed.",
+    )
+    add(
+        name="user",
+        flags=["-u", "--user"],
+        metavar="USER",
+        validator=USER,
+        default_factory=lambda environ: os.geteuid(),
+        default_doc="the current user",
+        help="Run the workers as this user, given by name or numeric id (the master must "
+        "start as root to switch).",
+    )
+    add(
+        name="group",
+        flags=["-g", "--group"],
+        metavar="GROUP",
+        validator=GROUP,
+        default_factory=lambda environ: os.getegid(),
+        default_doc="the current group",
+        help="Run the workers as this group, given by name or numeric id.",
+    )
+    add(
+        name="umask",
+        flags=["-m", "--umask"],
+        metavar="INT",
+        validator=UMASK,
+        default=0,
+        help="The file mode creation mask for the server's processes, which also sets the "
+        "permissions of unix sockets. Octal is written `0o22` or `022`; a number "
+        "without a leading 0 is decimal.",
+    )
+    add(
+        name="initgroups",
+        flags=["--initgroups"],
+        action="store_true",
+        validator=BOOL,
+        default=False,
+        help="When switching to `user`, also give the workers all of that user's "
+        "supplementary groups.",
+    )
+    add(
+        name="forwarded_allow_ips",
+        flags=["--forwarded-allow-ips"],
+        metavar="ADDRESSES",
+        validator=ADDRESSES,
+        default_factory=lambda environ: environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1"),
+        env="FORWARDED_ALLOW_IPS",
+        default_doc="`'127.0.0.1,::1'`, or the FORWARDED_ALLOW_IPS environment variable when set",
+        help="The proxies trusted with X-Forwarded-* and Forwarded headers. A "
+        "comma-separated list of addresses or networks: only from those peers do the "
+        "headers set the client address and the scheme; from anyone else they are "
+        "ignored. `*` trusts every peer: use it only when nothing "
+        "but your proxy can reach the server.",
+    )
+    add(
+        name="secure_scheme_headers",
+        validator=STR_DICT,
+        default={
+            "X-FORWARDED-PROTOCOL": "ssl",
+            "X-FORWARDED-PROTO": "https",
+            "X-FORWARDED-SSL": "on",
+        },
+        help="Headers by which a trusted proxy says the client used HTTPS. When a peer in "
+        "forwarded_allow_ips sends one of these headers with exactly the given value, the "
+        "application sees the `https` scheme. Header names are case-insensitive, values "
+        "are compared exactly. Make sure the proxy removes these headers when a client sends them.",
+    )
+    add(
+        name="proxy_allow_ips",
+        flags=["--proxy-allow-from"],
+        metavar="ADDRESSES",
+        validator=ADDRESSES,
+        default="127.0.0.1,::1",
+        default_doc="`'127.0.0.1,::1'`",
+        help="Comma-separated addresses or networks allowed to send a PROXY protocol "
+        "header (`*` for any).",
+    )
+    add(
+        name="pythonpath",
+        flags=["--pythonpath"],
+        metavar="DIRS",
+        validator=OPT_STR,
+        help="Comma-separated directories to put on sys.path before loading the "
+        "application, for example `/srv/app,/srv/lib`.",
+    )
+    add(
+        name="root_path",
+        flags=["--root-path"],
+        metavar="PATH",
+        validator=ROOT_PATH,
+        default_factory=lambda environ: environ.get("SCRIPT_NAME", ""),
+        env="SCRIPT_NAME",
+        default_doc="`''`, or the SCRIPT_NAME environment variable when set",
+        help="The URL prefix the application is mounted under, such as `/api`. "
+        "It becomes SCRIPT_NAME (ASGI `root_path`) and is removed from the start "
+        "of PATH_INFO.",
+    )
+    add(
+        name="server_header",
+        flags=["--server-header"],
+        action="toggle",
+        validator=BOOL,
+        default=True,
+        help="Send `Server: supervise` on responses that do not set a Server header. "
+        "--no-server-header leaves it out, so that the software is not advertised.",
+    )
+    add(
+        name="enable_stdio_inheritance",
+        flags=["-R", "--enable-stdio-inheritance"],
+        action="store_true",
+        validator=BOOL,
+        default=False,
+        help="With --daemon, keep stdout and stderr open instead of redirecting them to "
+        "/dev/null. Set PYTHONUNBUFFERED=1 to see output immediately.",
+    )
+
+    add = _adder(table, "Logging")
+    add(
+        name="accesslog",
+        flags=["--access-logfile"],
+        metavar="FILE",
+        validator=OPT_STR,
+        help="Write one line per request to this file, `-` meaning stdout; no access log "
+        "is written when it is not set.",
+    )
+    add(
+        name="access_log_format",
+        flags=["--access-logformat"],
+        metavar="FORMAT",
+        validator=STR,
+        default=DEFAULT_ACCESS_LOG_FORMAT,
+        help="The format of access log lines. It uses Gunicorn's atoms, written "
+        "`%(NAME)s`: `h` remote address, `l` `-`, `u` user name (basic auth), `t` time, "
+        "`r` request line, `m` method, `U` path, `q` query string, `H` protocol, `s` status, "
+        "`B` body bytes "
+        "sent, `b` the same or `-`, `f` referer, `a` user agent, `T` request time in "
+        "seconds, `M` in milliseconds, `D` in microseconds, `L` in decimal seconds, `p` "
+        "process id, `{header}i` a request header, `{header}o` a response header and "
+        "`{name}e` an environment variable (else a WSGI environ key). Unknown atoms print "
+        "`-`; quotes and control characters in values are escaped.",
+    )
+    add(
+        name="errorlog",
+        flags=["--error-logfile", "--log-file"],
+        metavar="FILE",
+        validator=STR,
+        default="-",
+        help="Where the server's own messages go: a file, or `-` for stderr.",
+    )
+    add(
+        name="loglevel",
+        flags=["--log-level"],
+        metavar="LEVEL",
+        validator=choice_check("debug", "info", "warning", "error", "critical"),
+        default="info",
+        help="The least severe error-log messages written: `debug`, `info`, `warning`, "
+        "`error` or `critical`.",
+    )
+    add(
+        name="capture_output",
+        flags=["--capture-output"],
+        action="store_true",
+        validator=BOOL,
+        default=False,
+        help="Send what the application prints to stdout and stderr to the error log file "
+        "(only when errorlog is a file).",
+    )
+    add(
+        name="logconfig_dict",
+        validator=DICT,
+        default={},
+        help="A `logging.config.dictConfig` dictionary applied after supervise has set up "
+        "its loggers, `supervise.error` and `supervise.access`. `version: 1` and "
+        "`disable_existing_loggers: False` are filled in when missing. A Gunicorn "
+        "dictionary that configures `gunicorn.error` / `gunicorn.access` (and not the "
+        "supervise names) is honoured: supervise then logs through those loggers. When "
+        "set, access lines are emitted even without accesslog, for your handlers to "
+        "route.",
+    )
+
+    add = _adder(table, "Process Naming")
+    add(
+        name="proc_name",
+        flags=["-n", "--name"],
+        metavar="NAME",
+        validator=OPT_STR,
+        default_doc="the application (`MODULE:APP`)",
+        help="The name shown in process titles (`ps`, `top`): `supervise: master [NAME]` "
+        "and `supervise: worker [NAME] gen N`. Useful to tell several servers apart.",
+    )
+
+    add = _adder(table, "SSL")
+    add(
+        name="keyfile",
+        flags=["--keyfile"],
+        metavar="FILE",
+        validator=EXISTING_FILE,
+        help="The TLS private key (PEM). Setting keyfile or certfile serves HTTPS.",
+    )
+    add(
+        name="certfile",
+        flags=["--certfile"],
+        metavar="FILE",
+        validator=EXISTING_FILE,
+        help="The TLS certificate chain (PEM), the server's certificate first. Setting "
+        "keyfile or certfile serves HTTPS.",
+    )
+    add(
+        name="ca_certs",
+        flags=["--ca-certs"],
+        metavar="FILE",
+        validator=EXISTING_FILE,
+        help="CA certificates (PEM) used to verify client certificates; see cert_reqs.",
+    )
+    add(
+        name="cert_reqs",
+        flags=["--cert-reqs"],
+        metavar="INT",
+        validator=CERT_REQS,
+        default=int(ssl.CERT_NONE),
+        help="Whether clients must present a certificate: 0 or `none` (default), 1 or "
+        "`optional`, 2 or `required`, as the `ssl.CERT_*` constants.",
+    )
+    add(
+        name="ciphers",
+        flags=["--ciphers"],
+        metavar="CIPHERS",
+        validator=OPT_STR,
+        help="The TLS 1.2 cipher suites, as an OpenSSL cipher list. When not set, Python's "
+        "default list is used, which is a sound choice.",
+    )
+    add(
+        name="do_handshake_on_connect",
+        flags=["--do-handshake-on-connect"],
+        action="store_true",
+        validator=BOOL,
+        default=False,
+        help="Complete the TLS handshake as soon as a connection is accepted, instead of "
+        "on the first read (see `ssl.SSLContext.wrap_socket`).",
+    )
+    add(
+        name="suppress_ragged_eofs",
+        flags=["--suppress-ragged-eofs"],
+        action="toggle",
+        validator=BOOL,
+        default=True,
+        help="Treat a client that closes the TCP connection without a TLS close_notify "
+        "as a normal end of stream instead of an error (see `ssl.SSLContext.wrap_socket`)."
+        " --no-suppress-ragged-eofs turns it off.",
+    )
+
+    add = _adder(table, "Server Hooks")
+    for hook in HOOKS.values():
+        add(
+            name=hook.name,
+            validator=hook_check(hook.arity, hook.params, accept_fewer=hook.accept_fewer),
+            default=hook.default,
+            arity=hook.arity,
+            default_doc=hook.default_doc,
+            help=f"`def {hook.name}({hook.params})`: {hook.help}",
+        )
+
+    return {s.name: s for s in table}
+
+
+SETTINGS: dict[str, Setting] = _build()
+
+# The sections in the order of the table, as --help and the docs list them.
+SECTIONS: tuple[str, ...] = tuple(dict.fromkeys(s.section for s in SETTINGS.values()))
+
+# Settings a config file may not set: the file has already been chosen by then.
+NOT_FROM_FILE = frozenset({"config"})
