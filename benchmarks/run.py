@@ -39,6 +39,9 @@ def _csv(text: str) -> list[str]:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="supervise vs its peers, side by side.")
     which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "--render", type=Path, metavar="RESULTS.json", help="only redraw a report and its charts"
+    )
     which.add_argument("--quick", action="store_true", help="the quick subset (< 10 min)")
     which.add_argument("--full", action="store_true", help="the full matrix (hours)")
     p.add_argument(
@@ -110,7 +113,7 @@ def _servers_for(venv: peers.Venv, args, profile, log) -> tuple[list, dict]:
 
 
 def _estimate(points: list[plan.Point], ctx: runner.Context, repeats: int) -> float:
-    per_server = 3.0 + ctx.warmup + len(ctx.levels) * (ctx.duration + 0.5)
+    per_server = 1.5 + ctx.warmup + len(ctx.levels) * (ctx.duration + 0.5)
     count = sum(1 for p in points for s in ctx.servers[p.python] if plan.applicable(p, s))
     return count * per_server + repeats * ctx.duration + 10
 
@@ -148,8 +151,33 @@ def _update_readme(report_path: Path) -> None:
     README.write_text(head + LATEST_START + line + LATEST_END + tail)
 
 
+def render(results_path: Path, python: str) -> Path:
+    """Report and charts from a results JSON: written next to it, named after it."""
+    doc = json.loads(results_path.read_text())
+    stem = results_path.stem
+    report_path = results_path.with_suffix(".md")
+    report_path.write_text(report.render(doc, stem))
+    charts = subprocess.run(
+        [
+            python,
+            str(BENCH_DIR / "bench" / "charts.py"),
+            str(results_path),
+            str(results_path.parent / stem),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if charts.returncode != 0:
+        print(f"charts failed: {charts.stderr.strip()[-500:]}")
+    return report_path
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    if args.render:
+        venv = peers.VENVS_DIR / f"py{args.python}" / "bin" / "python"
+        print(f"report: {render(args.render, str(venv) if venv.exists() else sys.executable)}")
+        return 0
     profile = _profile(args)
     unknown = [s for s in profile.scenarios if s not in plan.BY_NAME]
     if unknown:
@@ -246,7 +274,9 @@ def main(argv: list[str]) -> int:
         },
         "machine": machine.describe(),
         "tools": loadgen.tool_versions(),
+        "supervise_source": peers.source_state(),
         "versions": {v: peers.reported_versions(venv) for v, venv in venvs.items()},
+        "packages": {v: venv.versions for v, venv in venvs.items()},
         "missing": missing,
         "noise": noise,
         "points": point_docs,
@@ -254,20 +284,10 @@ def main(argv: list[str]) -> int:
     results_path = out / f"{stem}.json"
     results_path.write_text(json.dumps(doc, indent=1))
     report_path = out / f"{stem}.md"
-    report_path.write_text(report.render(doc, stem))
-    if not args.no_charts:
-        charts = subprocess.run(
-            [
-                venvs[args.python].python,
-                str(BENCH_DIR / "bench" / "charts.py"),
-                str(results_path),
-                str(out / stem),
-            ],
-            capture_output=True,
-            text=True,
-        )
-        if charts.returncode != 0:
-            log(f"charts failed: {charts.stderr.strip()[-500:]}")
+    if args.no_charts:
+        report_path.write_text(report.render(doc, stem))
+    else:
+        render(results_path, venvs[args.python].python)
     if out.resolve() == RESULTS.resolve() and not args.smoke:
         _update_readme(report_path)
     log(f"results: {results_path}")

@@ -383,11 +383,12 @@ class Arbiter:
         active = [r for r in current if r.worker.slot.state != State.RETIRING]
         ready = [r for r in active if r.ready]
 
-        # Too few: spawn, but only one canary until the generation has booted once.
+        # Too few: spawn, but one canary at a time until the generation has
+        # booted once, and again while boots are failing (respawn_delay set).
         missing = self.num_workers - len(active)
         if missing > 0 and time.monotonic() >= self.next_spawn_at:
-            if gen not in self.proven:
-                missing = 0 if active else 1
+            if gen not in self.proven or self.respawn_delay:
+                missing = 0 if any(not r.ready for r in active) else 1
             for _ in range(missing):
                 self.spawn_worker()
         # Too many (TTOU, smaller config): stop the oldest.

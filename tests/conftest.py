@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from importlib.util import find_spec
 from pathlib import Path
 from signal import SIGKILL, SIGQUIT, SIGTERM
 
@@ -221,7 +222,14 @@ def start_server(tmp_path: Path) -> Iterator[Callable[..., Server]]:
 
 # The WSGI worker classes the process-lifecycle suite runs against; each new
 # WSGI worker class joins this list instead of getting a copy of the tests.
-WSGI_WORKERS = ["sync"]
+WSGI_WORKERS = [
+    "sync",
+    "gthread",
+    pytest.param(
+        "gevent",
+        marks=pytest.mark.skipif(not find_spec("gevent"), reason="gevent is not installed"),
+    ),
+]
 
 
 @pytest.fixture(params=WSGI_WORKERS)

@@ -115,6 +115,7 @@ def test_hup_with_broken_app_keeps_old_workers(start_server, wsgi_worker, tmp_pa
     app_dir = _copy_app(tmp_path)
     server = start_server("-k", wsgi_worker, "-w", "2", APP, cwd=app_dir)
     old = set(server.wait_workers(2))
+    server.wait_for_log("Ready: 2 worker")  # both imported the good code before it breaks
     _set_version(app_dir, "VERSION = (")  # a syntax error
     with RequestLoop(server, "/version") as loop:
         server.signal(signal.SIGHUP)

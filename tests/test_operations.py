@@ -145,6 +145,7 @@ def test_worker_that_keeps_failing_boot_after_start_is_retried(start_server, tmp
         "    return [body]\n"
     )
     server = start_server("-w", "2", "flaky:app", cwd=tmp_path)
+    server.wait_for_log("Ready: 2 worker")
     first, _ = server.wait_workers(2)
     (tmp_path / "broken").write_text("")
     os.kill(first, signal.SIGKILL)

@@ -56,6 +56,15 @@ def test_header_timeout_closes_a_slowloris(start_server):
     assert server.workers() == worker
 
 
+def test_body_timeout_answers_408(start_server):
+    server = start_server(f"{APP}:echo", "--body-timeout", "1")
+    with server.connect(timeout=20) as sock:
+        sock.sendall(b"POST /?mode=read HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc")
+        raw = read_all(sock)
+    assert raw.startswith(b"HTTP/1.1 408 ")
+    assert server.get("/?mode=read", method="POST", body=b"abc")[0] == 200
+
+
 def test_bad_request_gets_400_and_the_worker_survives(start_server):
     server = start_server(f"{APP}:hello")
     worker = server.wait_workers(1)

@@ -50,10 +50,10 @@ def scenario_chart(point: dict, path: Path) -> None:
     ax_mem.barh([i + 0.2 for i in y], load, height=0.4, color=colors, label="under load")
     ax_mem.barh([i - 0.2 for i in y], idle, height=0.4, color=IDLE, label="idle")
     ax_mem.set_xlabel("RSS of the process tree (MiB)")
-    ax_mem.legend(loc="lower right", fontsize=8)
+    ax_mem.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     fig.suptitle(f"{point['title']} — 1 worker on 1 core")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -77,7 +77,7 @@ def dimension_chart(table: str, points: list[dict], path: Path) -> None:
     ax.legend(fontsize=8)
     ax.set_title(f"GET 4 B — {table}")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -87,7 +87,7 @@ def _variant(point: dict) -> str:
         "python": f"Python {point['python']}",
         "loops": str(opts.get("loop")),
         "threads": f"{opts.get('runtime_threads')} threads",
-        "workers": f"{opts.get('workers')} workers",
+        "workers": f"{opts['workers']} worker{'s' if opts['workers'] > 1 else ''}",
     }.get(point["table"], point["scenario"])
 
 

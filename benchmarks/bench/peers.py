@@ -157,3 +157,22 @@ def prepare(version: str, *, charts: bool, upgrade: bool, log) -> Venv:
 
 def reported_versions(venv: Venv) -> dict[str, str]:
     return {name: venv.versions[name] for name in REPORTED if name in venv.versions}
+
+
+def source_state() -> dict[str, str]:
+    """Which supervise was measured: the commit, whether the tree had edits, the digest."""
+    state = {"digest": source_digest()[:16], "commit": "", "dirty": ""}
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
+        )
+        state["commit"] = head.stdout.strip() if head.returncode == 0 else "(no commit)"
+        status = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--", "supervise", "native"],
+            capture_output=True,
+            text=True,
+        )
+        state["dirty"] = "yes" if status.stdout.strip() else "no"
+    except OSError:
+        pass
+    return state

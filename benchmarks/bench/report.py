@@ -44,7 +44,7 @@ def _ranked(point: dict) -> list[dict]:
 
 def _name(entry: dict) -> str:
     name = f"**{entry['server']}**" if entry["supervise"] else entry["server"]
-    return name + (" ⚠" if entry["status"] != "ok" else "")
+    return name + (" ⚠" if entry["status"] in ("errors", "failed") else "")
 
 
 def _table(point: dict) -> list[str]:
@@ -126,8 +126,48 @@ def _variant(point: dict) -> str:
     if point["table"] == "threads":
         return f"runtime threads: {opts['runtime_threads']}"
     if point["table"] == "workers":
-        return f"{opts['workers']} workers"
+        return f"{opts['workers']} worker{'s' if opts['workers'] > 1 else ''}"
     return point["title"]
+
+
+def _pivot(points: list[dict]) -> list[str]:
+    """One row per server, one column per variant: the dimension at a glance."""
+    names: list[str] = []
+    for point in points:
+        names += [n for n, e in point["servers"].items() if e.get("best") and n not in names]
+    lines = [
+        "| Server | " + " | ".join(_variant(p) for p in points) + " |",
+        "|---|" + "--:|" * len(points),
+    ]
+    for name in names:
+        cells = []
+        for point in points:
+            entry = point["servers"].get(name)
+            if entry and entry.get("best"):
+                mark = "" if entry["status"] == "ok" else " ⚠"
+                cells.append(f"{_num(entry['best']['rps'])}{mark}")
+            else:
+                cells.append("—")
+        shown = f"**{name}**" if name.startswith("supervise") else name
+        lines.append(f"| {shown} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _memory(point: dict) -> list[str]:
+    """Resident memory of each server's whole process tree, idle and at peak under load."""
+    lines = [
+        "| Server | Processes | RSS idle (MiB) | RSS load (MiB) | PSS idle (MiB) "
+        "| PSS load (MiB) |",
+        "|---|--:|--:|--:|--:|--:|",
+    ]
+    entries = [e for e in point["servers"].values() if e.get("memory_load")]
+    for entry in sorted(entries, key=lambda e: e["memory_load"]["rss"]):
+        idle, load = entry["memory_idle"], entry["memory_load"]
+        lines.append(
+            f"| {_name(entry)} | {idle['processes']} | {_mib(idle)} | {_mib(load)} "
+            f"| {_mib(idle, 'pss')} | {_mib(load, 'pss')} |"
+        )
+    return lines
 
 
 def _machine(doc: dict) -> list[str]:
@@ -177,8 +217,12 @@ def render(doc: dict, chart_dir: str) -> str:
             "Do not quote these figures.",
             "",
         ]
+    src = doc.get("supervise_source") or {}
     out += [
         f"Command: `{meta['command']}` (profile: {meta['profile']}).",
+        "",
+        f"supervise: commit `{src.get('commit', '?')[:12]}`, local edits: "
+        f"{src.get('dirty', '?')}, source digest `{src.get('digest', '?')}`.",
         "",
         "## Machine",
         "",
@@ -196,6 +240,17 @@ def render(doc: dict, chart_dir: str) -> str:
         *_summary(main),
         "",
     ]
+    memory = [p for p in main if p["scenario"] == "get-4b"]
+    if memory:
+        out += [
+            "## Memory",
+            "",
+            "GET 4 B run: RSS summed over the process tree (what `ps` "
+            "shows); PSS splits shared pages between processes, so forked workers are not "
+            "counted twice. Peak under load, sampled every 0.25 s.",
+            "",
+        ]
+        out += [*_memory(memory[0]), ""]
     for point in main:
         out += [f"## {point['title']} (`{point['scenario']}`)", ""]
         out += [f"![{point['scenario']}]({chart_dir}/{point['scenario']}.png)", ""]
@@ -206,15 +261,21 @@ def render(doc: dict, chart_dir: str) -> str:
         group = [p for p in points if p["table"] == table]
         if not group:
             continue
+        one_worker = [p for p in main if p["scenario"] == "get-4b"]
+        summary = group
+        if table == "workers" and one_worker:
+            # The 1-worker column comes from the main table's run of the same scenario.
+            summary = [{**one_worker[0], "table": "workers"}, *group]
         out += [f"## Dimension: {title}", ""]
         if table == "workers":
             out += [
                 "The machine has 2 cores: both workers share the one server core, so this "
                 "table shows the cost of a second process rather than a second core. The "
-                "1-worker figures are in the GET 4 B table above.",
+                "1-worker column is the GET 4 B run of the main table.",
                 "",
             ]
-        out += [f"![{table}]({chart_dir}/dim-{table}.png)", ""]
+        out += [f"![{table}]({chart_dir}/dim-{table}.png)", "", "RPS:", ""]
+        out += [*_pivot(summary), ""]
         for point in group:
             out += [f"### {_variant(point)}", "", *_table(point), ""]
     out += ["## Versions", ""]

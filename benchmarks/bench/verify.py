@@ -53,6 +53,9 @@ def http2(host: str, port: int, scenario: Scenario) -> str:
         return "nghttp timed out (no HTTP/2 answer)"
     if done.returncode != 0:
         return f"nghttp exited {done.returncode}: {done.stderr.decode(errors='replace')[-200:]}"
+    if not done.stdout and done.stderr:
+        # nghttp exits 0 when the server does not speak HTTP/2; it says so on stderr.
+        return done.stderr.decode(errors="replace").strip()[-200:]
     # nghttp prints only the body: an error page would differ from the expected bytes.
     return "" if done.stdout == want else _describe(done.stdout, want)
 

@@ -24,7 +24,7 @@ import sys
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
-from supervise import SERVER_SOFTWARE, config
+from supervise import SERVER_SOFTWARE, hooks
 from supervise._native import ChunkedDecoder, ParseError, RequestParser, set_server_header
 from supervise.http.connection import Connection
 from supervise.http.errors import ClientError, error_response
@@ -108,10 +108,10 @@ class WSGIHandler:
         # The default hooks do nothing worth a call per request (pre_request only
         # logs at debug level): skip them unless they were replaced.
         self.pre_request: Any = cfg.pre_request
-        if self.pre_request is config.pre_request and cfg.loglevel != "debug":
+        if self.pre_request is hooks.pre_request and cfg.loglevel != "debug":
             self.pre_request = None
         self.post_request: Any = cfg.post_request
-        if self.post_request is config.post_request:
+        if self.post_request is hooks.post_request:
             self.post_request = None
         self.access_log = bool(cfg.accesslog or cfg.logconfig_dict)
         if not cfg.server_header:

@@ -14,7 +14,7 @@ import io
 import os
 import stat
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from supervise._native import response_head
 from supervise.http.errors import ClientError, error_response, phrase
@@ -72,6 +72,11 @@ class Response:
         "status_code",
     )
 
+    # Set on the class by a worker asked to stop (gthread, gevent): a response whose
+    # head is not sent yet then closes its connection instead of inviting another
+    # request to a worker that is going away.
+    closing: ClassVar[bool] = False
+
     def __init__(self, conn: Connection, version: str, keep_alive: bool, is_head: bool) -> None:
         self._conn = conn
         self._version = version
@@ -109,6 +114,8 @@ class Response:
         status = self.status
         if status is None:
             raise AssertionError("the application did not call start_response()")
+        if self.closing:
+            self.keep_alive = False
         headers = self.headers
         version = self._version
         head, length, chunked, keep_alive = response_head(

@@ -132,9 +132,13 @@ class Worker:
         random.seed()
         self._init_signals()
         if self.cfg.is_ssl:
-            from supervise.tls import create_ssl_context
+            from supervise.tls import TLSConfigError, create_ssl_context
 
-            self.ssl_context = create_ssl_context(self.cfg)
+            try:
+                self.ssl_context = create_ssl_context(self.cfg)
+            except TLSConfigError as exc:
+                self.log.error("%s", exc)  # a bad certificate needs no traceback
+                raise SystemExit(WORKER_BOOT_ERROR) from None
         if self.app is None:
             self.app = self._load_app()
         else:

@@ -13,8 +13,10 @@ def app(environ, start_response):
         time.sleep(float(query or "1"))
         body = b"slept"
     elif path == "/hang":
-        while True:  # a stuck request: only SIGABRT/SIGKILL get it out
-            time.sleep(0.5)
+        # Stuck for good in a call no worker can schedule around (gevent does not
+        # patch os.read): only SIGABRT/SIGKILL get it out.
+        read_end, _write_end = os.pipe()
+        os.read(read_end, 1)
     elif path == "/pid":
         body = str(os.getpid()).encode()
     elif path == "/version":

@@ -1,0 +1,279 @@
+"""The gevent worker: WSGI on greenlets, one per connection.
+
+gevent's monkey-patching runs at the start of the worker's boot, after fork
+and before the app is imported, so the app's blocking calls (sockets, sleep,
+database drivers written on them) yield to other greenlets. With ``--preload``
+the app is imported by the master before any worker exists: patch there too,
+as the first lines of the config file (or of the app module)::
+
+    from gevent import monkey
+    monkey.patch_all()
+
+otherwise modules that bound blocking functions at import time keep blocking
+the whole worker. The worker logs a warning when it finds the master unpatched.
+
+Each connection runs in a greenlet from a pool of ``--worker-connections``;
+when the pool is full the acceptor waits and new clients wait in the backlog.
+Connections use plain non-blocking sockets; when one would block, the shared
+protocol code waits through ``Connection.wait``, which this worker points at
+the gevent hub. Idle keep-alive connections wait on the hub with no timer of
+their own: the heartbeat greenlet sweeps the ones past their deadline.
+
+Heartbeat: a greenlet stamps it every tick. A greenlet stuck in a loop that
+never yields stops the whole hub, hence the heartbeat, and the arbiter then
+replaces the worker; a greenlet merely waiting on I/O does not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import importlib
+import socket
+from time import monotonic
+from typing import Any
+
+import gevent
+from gevent import monkey
+from gevent.event import Event
+from gevent.hub import Waiter, get_hub
+from gevent.pool import Pool
+from gevent.socket import wait_read, wait_write
+
+from supervise.http.connection import Connection
+from supervise.http.wsgi import WSGIHandler
+from supervise.http.wsgi_response import Response
+from supervise.workers.base import Worker
+
+# What monkey.patch_all() imports in every worker, imported once here in the master
+# (fork shares it): a worker then boots in tens of milliseconds instead of hundreds.
+# importlib.metadata is how gevent looks up its plugins on every patch.
+_PATCH_IMPORTS = (
+    "importlib.metadata",
+    "gevent.builtins",
+    "gevent.os",
+    "gevent.select",
+    "gevent.selectors",
+    "gevent.signal",
+    "gevent.ssl",
+    "gevent.subprocess",
+    "gevent.thread",
+    "gevent.threading",
+    "gevent.time",
+)
+for _name in _PATCH_IMPORTS:
+    with contextlib.suppress(ImportError):
+        importlib.import_module(_name)
+
+# accept() failures that concern one connection only: try the next one.
+_ACCEPT_RETRY = {errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.EINTR}
+# Out of descriptors or memory: stop accepting for a moment instead of spinning.
+_ACCEPT_BACKOFF = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+
+_NEVER = float("inf")
+# What an idle connection's wait returns: data arrived, or the sweep closes it.
+_READY = True
+_CLOSE = False
+
+
+class _WaitTimeout(Exception):
+    """Raised inside gevent's wait when the deadline passes; never leaves this module."""
+
+
+def _gevent_wait(sock: Any, write: bool, timeout: float | None) -> bool:
+    """``Connection.wait`` on the gevent hub: park this greenlet until ``sock`` is ready."""
+    try:
+        (wait_write if write else wait_read)(sock.fileno(), timeout, _WaitTimeout)
+    except _WaitTimeout:
+        return False
+    return True
+
+
+class _Client:
+    """A connection's greenlet state, as the sweep and the graceful stop see it."""
+
+    __slots__ = ("deadline", "served", "waiter")
+
+    def __init__(self) -> None:
+        self.deadline = _NEVER
+        self.served = False  # has answered a request: idle then means keep-alive idle
+        self.waiter: Any = None  # set while waiting for the next request
+
+
+class GeventWorker(Worker):
+    """Serves WSGI apps on greenlets; bounded by ``--worker-connections``."""
+
+    interface = "wsgi"
+
+    def _init_process(self) -> None:
+        # Patch before the base class imports the app (and builds the TLS context).
+        preloaded_unpatched = self.app is not None and not monkey.is_module_patched("socket")
+        monkey.patch_all()
+        super()._init_process()
+        if preloaded_unpatched:
+            self.log.warning(
+                "--preload with -k gevent: the app was imported before gevent patched the "
+                "standard library; call gevent.monkey.patch_all() at the top of the config "
+                "file so that its blocking calls yield"
+            )
+
+    def run(self) -> None:
+        cfg = self.cfg
+        Connection.wait = staticmethod(_gevent_wait)  # type: ignore[method-assign]
+        self.hub = get_hub()
+        # Greenlets run requests concurrently in one process: say so, as threads would.
+        self.handler = WSGIHandler(self, multithread=True)
+        self.keepalive = float(cfg.keepalive)
+        self.header_timeout = float(cfg.header_timeout) or _NEVER
+        self.clients: set[_Client] = set()
+        self.pool = Pool(cfg.worker_connections)
+        self.stopped = Event()
+        # Plain sockets for accepted connections, even where patching replaced
+        # socket.socket: the protocol code waits through Connection.wait itself.
+        self.socket_class = monkey.get_original("socket", "socket")
+        acceptors = [
+            gevent.spawn(self._accept_loop, listener.sock, self.handler.base_environ(listener))
+            for listener in self.listeners
+        ]
+        ticker = gevent.spawn(self._tick)
+        watcher = gevent.spawn(self._watch_signals)
+        try:
+            self.stopped.wait()
+            Response.closing = True
+            gevent.killall(acceptors)
+            self._close_idle()
+            self.pool.join()
+        finally:
+            watcher.kill()
+            ticker.kill()
+
+    def handle_term(self, signum: int, frame: Any) -> None:
+        super().handle_term(signum, frame)
+        # From this moment, every response still to start says "Connection: close".
+        Response.closing = True
+
+    # -- background greenlets --------------------------------------------------------
+    def _watch_signals(self) -> None:
+        """Wake on any signal (the base class's wake-up pipe); note a stop request."""
+        while self.alive:
+            wait_read(self.wakeup_fd)
+            self.drain_wakeup()
+        self.stopped.set()
+
+    def _tick(self) -> None:
+        """Heartbeat, parent check and the keep-alive sweep, every tick."""
+        tick = min(1.0, self.timeout / 4) if self.timeout > 0 else 1.0
+        while True:
+            self.notify()
+            if not self.alive:
+                self.stopped.set()
+            now = monotonic()
+            for client in list(self.clients):
+                if client.waiter is not None and client.deadline < now:
+                    self._wake(client, _CLOSE)
+            self.set_active(len(self.clients))
+            gevent.sleep(tick)
+
+    def _wake(self, client: _Client, value: bool) -> None:
+        # A Waiter is switched to from the hub only; if the connection woke for data
+        # first, the late switch finds no greenlet waiting and is ignored.
+        self.hub.loop.run_callback(client.waiter.switch, value)
+
+    def _close_idle(self) -> None:
+        """On a graceful stop: close keep-alive connections waiting for their next request.
+
+        A connection that has not sent its first request yet is kept: its
+        request is answered (with ``Connection: close``) unless header_timeout
+        runs out first.
+        """
+        for client in list(self.clients):
+            if client.waiter is not None and client.served:
+                self._wake(client, _CLOSE)
+
+    # -- accepting -------------------------------------------------------------------
+    def _accept_loop(self, listener: Any, base: dict[str, Any]) -> None:
+        accept = listener._accept  # (fd, addr) without building a patched socket object
+        family, type_ = listener.family, listener.type
+        make_socket = self.socket_class
+        spawn = self.pool.spawn
+        fileno = listener.fileno()
+        listener.setblocking(False)
+        while self.alive:
+            wait_read(fileno)
+            while self.alive:
+                try:
+                    fd, addr = accept()
+                except BlockingIOError:
+                    break
+                except OSError as exc:
+                    if exc.errno in _ACCEPT_RETRY:
+                        continue
+                    if exc.errno in _ACCEPT_BACKOFF:
+                        self.log.error("accept() failed: %s; pausing for a moment", exc)
+                        gevent.sleep(0.1)
+                        break
+                    raise
+                sock = make_socket(family, type_, 0, fd)
+                # Blocks while worker_connections greenlets are busy: the rest wait
+                # in the backlog.
+                spawn(self._serve, sock, addr, base)
+
+    # -- one connection ----------------------------------------------------------------
+    def _serve(self, sock: socket.socket, addr: Any, base: dict[str, Any]) -> None:
+        sock.setblocking(False)
+        if self.ssl_context is not None:
+            try:
+                sock = self.ssl_context.wrap_socket(
+                    sock,
+                    server_side=True,
+                    do_handshake_on_connect=False,
+                    suppress_ragged_eofs=self.cfg.suppress_ragged_eofs,
+                )
+            except (OSError, ValueError) as exc:
+                self.log.debug("TLS setup for %s failed: %s", addr, exc)
+                sock.close()
+                return
+        conn = self.handler.connection(sock, addr, base)
+        client = _Client()
+        self.clients.add(client)
+        io = self.hub.loop.io(sock.fileno(), 1)
+        try:
+            if self.ssl_context is not None:
+                try:
+                    conn.handshake(self.handler.header_timeout)
+                except (OSError, ValueError) as exc:
+                    self.log.debug("TLS handshake with %s failed: %s", addr, exc)
+                    return
+            self._requests(conn, client, io)
+        except Exception:  # handle() answers every client/app error; this is a bug guard
+            self.log.exception("Error serving a connection from %s", addr)
+        finally:
+            io.close()
+            self.clients.discard(client)
+            conn.close()
+
+    def _requests(self, conn: Connection, client: _Client, io: Any) -> None:
+        """Serve requests on ``conn`` until it closes or the worker stops."""
+        handle = self.handler.handle
+        keepalive = self.keepalive > 0
+        tls = self.ssl_context is not None
+        while True:
+            if not conn.buf and not (tls and conn.sock.pending()):  # type: ignore[attr-defined]
+                # Idle: wait for the next request on the hub, without a timer; the
+                # tick closes the connection once its deadline passes.
+                client.deadline = monotonic() + (
+                    self.keepalive if client.served else self.header_timeout
+                )
+                client.waiter = waiter = Waiter(self.hub)
+                io.start(waiter.switch, _READY)
+                try:
+                    ready = waiter.get()
+                finally:
+                    io.stop()
+                    client.waiter = None
+                if ready is not _READY:
+                    return
+            keep_alive = keepalive and self.alive and self.nr + 1 < self.max_requests
+            if not handle(conn, keep_alive) or not self.alive:
+                return
+            client.served = True

@@ -1,0 +1,378 @@
+"""The gthread worker: WSGI on a thread pool, with keep-alive and pipelining.
+
+The main thread owns every connection that is not running a request: it
+accepts, reads request heads without blocking and parks idle keep-alive
+connections in an epoll set, so an idle or trickling client costs no thread
+and a slowloris cannot take the pool. Only a connection whose head is
+complete goes to the pool (``--threads``), where the shared ``WSGIHandler``
+reads the body, runs the app and sends the response. The pool thread then
+serves any request already buffered behind it (pipelining, in order) and
+re-arms the connection in epoll itself (EPOLLONESHOT), so a keep-alive request
+costs one hand-over from the main thread to the pool and none back.
+
+Heartbeat: the main thread stamps it while it runs, whatever the pool does.
+The one exception is a worker whose every thread has been inside the same
+request for longer than ``timeout``: it can serve nothing any more, so it
+stops beating and the arbiter replaces it, as it would a stuck sync worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import queue
+import select
+import ssl
+import threading
+import time
+from time import monotonic
+from typing import Any
+
+from supervise._native import ParseError
+from supervise.http.connection import HEAD_RECV_SIZE, Connection
+from supervise.http.errors import error_response
+from supervise.http.wsgi import WSGIHandler
+from supervise.http.wsgi_response import Response
+from supervise.workers.base import Worker
+
+# accept() failures that concern one connection only: try the next one.
+_ACCEPT_RETRY = {errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.EINTR}
+# Out of descriptors or memory: stop accepting for a moment instead of spinning.
+_ACCEPT_BACKOFF = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+
+_IN = select.EPOLLIN | select.EPOLLONESHOT
+_OUT = select.EPOLLOUT | select.EPOLLONESHOT
+_NEVER = float("inf")
+
+
+class _Client:
+    """A connection and who owns it: the main thread (``parked``) or a pool thread."""
+
+    __slots__ = ("conn", "deadline", "fd", "handshaking", "parked", "served")
+
+    def __init__(self, conn: Connection, fd: int, deadline: float, handshaking: bool) -> None:
+        self.conn = conn
+        self.fd = fd
+        # When the main thread gives up waiting: for the next request (keep-alive),
+        # the rest of a head (header_timeout) or a TLS handshake.
+        self.deadline = deadline
+        self.parked = True
+        self.served = False  # has answered a request: idle means keep-alive idle
+        self.handshaking = handshaking
+
+
+class ThreadWorker(Worker):
+    """Serves WSGI apps on ``--threads`` threads; keep-alive connections wait in epoll."""
+
+    interface = "wsgi"
+
+    def run(self) -> None:
+        cfg = self.cfg
+        self.handler = handler = WSGIHandler(self, multithread=cfg.threads > 1)
+        self.parse = handler.parse
+        self.keepalive = float(cfg.keepalive)
+        self.header_timeout = float(cfg.header_timeout) or _NEVER
+        self.max_clients = cfg.worker_connections
+        self.clients: dict[int, _Client] = {}
+        self.jobs: queue.SimpleQueue[_Client | None] = queue.SimpleQueue()
+        # When each pool thread started its current request (0: idle).
+        self.started = [0.0] * cfg.threads
+        self.stopping = False
+        self.accept_paused = False
+        # Pool threads write here when a closed connection makes room to accept again.
+        self._room_r, self._room_w = os.pipe()
+        os.set_blocking(self._room_r, False)
+        os.set_blocking(self._room_w, False)
+        self.ep = select.epoll()
+        self.targets: dict[int, tuple[Any, dict[str, Any]]] = {}
+        for listener in self.listeners:
+            listener.sock.setblocking(False)
+            self.targets[listener.sock.fileno()] = (
+                listener.sock,
+                handler.base_environ(listener),
+            )
+        self._listen(True)
+        self.ep.register(self.wakeup_fd, select.EPOLLIN)
+        self.ep.register(self._room_r, select.EPOLLIN)
+        threads = [
+            threading.Thread(target=self._work, args=(i,), name=f"gthread-{i}", daemon=True)
+            for i in range(cfg.threads)
+        ]
+        for thread in threads:
+            thread.start()
+        try:
+            self._loop()
+        finally:
+            for _ in threads:
+                self.jobs.put(None)
+            for thread in threads:
+                thread.join(1.0)
+            for client in list(self.clients.values()):
+                self._close(client)
+            self.ep.close()
+
+    def handle_term(self, signum: int, frame: Any) -> None:
+        super().handle_term(signum, frame)
+        # From this moment, every response still to start says "Connection: close".
+        Response.closing = True
+
+    # -- the main thread ---------------------------------------------------------
+    def _listen(self, on: bool) -> None:
+        """(Un)register the listeners: off while at worker_connections or stopping."""
+        exclusive = getattr(select, "EPOLLEXCLUSIVE", 0)
+        for fd in self.targets:
+            if not on:
+                with contextlib.suppress(OSError):
+                    self.ep.unregister(fd)
+                continue
+            try:
+                self.ep.register(fd, select.EPOLLIN | exclusive)
+            except OSError:  # kernels before 4.5 refuse EPOLLEXCLUSIVE
+                self.ep.register(fd, select.EPOLLIN)
+        self.accept_paused = not on
+
+    def _loop(self) -> None:
+        clients = self.clients
+        targets = self.targets
+        wakeup_fd = self.wakeup_fd
+        room_r = self._room_r
+        poll = self.ep.poll
+        readable = self._readable
+        tick = min(1.0, self.timeout / 4) if self.timeout > 0 else 1.0
+        next_tick = 0.0
+        while True:
+            for fd, _ in poll(tick):
+                client = clients.get(fd)
+                if client is not None:
+                    readable(client)
+                elif fd in targets:
+                    # Accept even when stopping or full: with EPOLLEXCLUSIVE the kernel
+                    # woke only this worker for the connection, and nobody else would
+                    # notice it until the next one arrives.
+                    self._accept(*targets[fd])
+                elif fd == wakeup_fd:
+                    self.drain_wakeup()
+                elif fd == room_r:
+                    with contextlib.suppress(OSError):
+                        os.read(room_r, 4096)
+            now = monotonic()
+            if not self.alive and not self.stopping:
+                self._begin_stop()
+            if self.stopping:
+                if not clients:
+                    return
+            elif self.accept_paused and len(clients) < self.max_clients:
+                self._listen(True)
+            if now >= next_tick:
+                next_tick = now + tick
+                self._sweep(now)
+                self.set_active(len(clients))
+                if not self._stuck(now):
+                    self.notify()
+
+    def _stuck(self, now: float) -> bool:
+        """Every thread has been in its current request for longer than timeout."""
+        newest = max(self.started)
+        return self.timeout > 0 and all(self.started) and now - newest > self.timeout
+
+    def _accept(self, listener: Any, base: dict[str, Any]) -> None:
+        clients = self.clients
+        handler = self.handler
+        tls = self.ssl_context
+        first = True
+        while first or (len(clients) < self.max_clients and not self.stopping):
+            first = False
+            try:
+                sock, addr = listener.accept()
+            except BlockingIOError:
+                break
+            except OSError as exc:
+                if exc.errno in _ACCEPT_RETRY:
+                    continue
+                if exc.errno in _ACCEPT_BACKOFF:
+                    self.log.error("accept() failed: %s; pausing for a moment", exc)
+                    time.sleep(0.1)
+                    break
+                raise
+            sock.setblocking(False)
+            if tls is not None:
+                try:
+                    sock = tls.wrap_socket(
+                        sock,
+                        server_side=True,
+                        do_handshake_on_connect=False,
+                        suppress_ragged_eofs=self.cfg.suppress_ragged_eofs,
+                    )
+                except (OSError, ValueError) as exc:
+                    self.log.debug("TLS setup for %s failed: %s", addr, exc)
+                    sock.close()
+                    continue
+            fd = sock.fileno()
+            client = _Client(
+                handler.connection(sock, addr, base),
+                fd,
+                monotonic() + self.header_timeout,
+                tls is not None,
+            )
+            clients[fd] = client
+            self.ep.register(fd, _IN)
+        if len(clients) >= self.max_clients and not self.accept_paused and not self.stopping:
+            self._listen(False)
+
+    def _readable(self, client: _Client) -> None:
+        """A parked connection has data: read what is there; a complete head goes to the pool."""
+        client.parked = False
+        conn = client.conn
+        if client.handshaking and not self._handshake(client):
+            return
+        buf = conn.buf
+        sock = conn.sock
+        while True:
+            try:
+                data = sock.recv(HEAD_RECV_SIZE)
+            except (BlockingIOError, ssl.SSLWantReadError):
+                self._park(client, _IN)
+                return
+            except ssl.SSLWantWriteError:
+                self._park(client, _OUT)
+                return
+            except OSError:
+                self._close(client)
+                return
+            if not data:
+                self._close(client)
+                return
+            if not buf:
+                buf = data
+                # The head must be complete within header_timeout of its first byte.
+                client.deadline = monotonic() + self.header_timeout
+            else:
+                buf += data
+            conn.buf = buf
+            if self._head_ready(buf):
+                self.jobs.put(client)
+                return
+            if self.ssl_context is None or not sock.pending():  # type: ignore[attr-defined]
+                self._park(client, _IN)
+                return
+            # More decrypted bytes wait inside the TLS object, where epoll cannot see them.
+
+    def _handshake(self, client: _Client) -> bool:
+        """Advance a TLS handshake without blocking; True once it is done."""
+        sock: Any = client.conn.sock
+        try:
+            sock.do_handshake()
+        except ssl.SSLWantReadError:
+            self._park(client, _IN)
+            return False
+        except ssl.SSLWantWriteError:
+            self._park(client, _OUT)
+            return False
+        except (OSError, ValueError) as exc:
+            # Port scanners, plain HTTP on the TLS port, expired client certs...
+            self.log.debug("TLS handshake with %s failed: %s", client.conn.environ, exc)
+            self._close(client)
+            return False
+        client.handshaking = False
+        return True
+
+    def _head_ready(self, buf: bytes) -> bool:
+        """Whether a pool thread can take the request: a whole head, or one to refuse."""
+        try:
+            return self.parse(buf) is not None
+        except ParseError:
+            return True  # the pool thread parses it again and answers the error
+
+    def _sweep(self, now: float) -> None:
+        """Close parked connections past their deadline (keep-alive, header_timeout)."""
+        for client in list(self.clients.values()):
+            if client.parked and client.deadline < now:
+                conn = client.conn
+                if conn.buf and not client.handshaking:
+                    # Part of a head, then silence: say why before closing.
+                    with contextlib.suppress(OSError):
+                        conn.sock.send(
+                            error_response(408, "request head not complete within header_timeout")
+                        )
+                self._close(client)
+
+    def _begin_stop(self) -> None:
+        """Stop accepting and close idle keep-alive connections; requests in flight finish.
+
+        A connection that has not sent its first request yet is kept: it may be
+        the one this worker was woken to accept, and its request is answered
+        (with ``Connection: close``) unless header_timeout runs out first.
+        """
+        self.stopping = True
+        Response.closing = True
+        if not self.accept_paused:
+            self._listen(False)
+        for client in list(self.clients.values()):
+            if client.parked and client.served and not client.conn.buf:
+                self._close(client)
+
+    # -- both sides ------------------------------------------------------------------
+    def _park(self, client: _Client, events: int) -> None:
+        """Hand the connection (back) to the main thread's epoll set."""
+        client.parked = True
+        try:
+            self.ep.modify(client.fd, events)
+        except OSError:  # already closed under us: nothing to wait for
+            self._close(client)
+
+    def _close(self, client: _Client) -> None:
+        # Forget the descriptor before closing it: once closed, its number can be
+        # reused by the next accepted connection.
+        if self.clients.pop(client.fd, None) is None:
+            return
+        client.conn.close()
+        if self.accept_paused or self.stopping:
+            # Wake the main thread: it may accept again, or exit once the last is gone.
+            with contextlib.suppress(OSError):
+                os.write(self._room_w, b".")
+
+    # -- the pool threads ---------------------------------------------------------------
+    def _work(self, index: int) -> None:
+        get = self.jobs.get
+        started = self.started
+        while True:
+            client = get()
+            if client is None:
+                return
+            try:
+                self._serve(client, index)
+            except Exception:  # handle() answers every client/app error; this is a bug guard
+                self.log.exception("Error serving a connection")
+                self._close(client)
+            finally:
+                started[index] = 0.0
+
+    def _serve(self, client: _Client, index: int) -> None:
+        """Serve requests on ``client`` while they are already buffered, then park it."""
+        conn = client.conn
+        handle = self.handler.handle
+        started = self.started
+        keepalive = self.keepalive > 0
+        while True:
+            keep_alive = (
+                keepalive
+                and self.alive
+                and self.nr + 1 < self.max_requests
+                and len(self.clients) < self.max_clients
+            )
+            started[index] = monotonic()
+            if not handle(conn, keep_alive) or not self.alive:
+                self._close(client)
+                return
+            client.served = True
+            buf = conn.buf
+            if buf and self._head_ready(buf):
+                continue  # a pipelined request: answered in order, on this thread
+            if self.ssl_context is not None and conn.sock.pending():  # type: ignore[attr-defined]
+                # Decrypted bytes wait inside the TLS object, where epoll cannot see them.
+                self._readable(client)
+                return
+            client.deadline = monotonic() + (self.header_timeout if buf else self.keepalive)
+            self._park(client, _IN)
+            return

@@ -1,0 +1,38 @@
+"""WSGI apps for the keep-alive and concurrency tests (gthread, gevent).
+
+Each answer says something a test checks from the outside: which request it
+was, which process served it, how long the app slept.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+FOUR = b"four"
+
+
+def four(environ, start_response):
+    """The 4-byte GET of the benchmark."""
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "4")])
+    return [FOUR]
+
+
+def path(environ, start_response):
+    """Answers its own path and the worker's pid: "/1 12345"."""
+    body = f"{environ['PATH_INFO']} {os.getpid()}".encode()
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def sleepy(environ, start_response):
+    """Sleeps ?seconds (default 0.1) in the app: long I/O, as a database call would.
+
+    Logs when it starts, so a test can act while the request is in flight.
+    """
+    seconds = float(environ.get("QUERY_STRING") or "0.1")
+    print(f"sleepy request started: {environ['PATH_INFO']}", flush=True)
+    time.sleep(seconds)
+    body = f"slept {environ['PATH_INFO']}".encode()
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]

@@ -1,0 +1,267 @@
+"""Keep-alive, pipelining and graceful stops for the gthread and gevent workers.
+
+What a client sees on one connection: several requests answered on it, in
+order, until it or the server says ``Connection: close``; idle connections
+closed after ``--keep-alive`` seconds or when the worker stops.
+"""
+
+from __future__ import annotations
+
+import select
+import signal
+import socket
+import threading
+
+import pytest
+from conftest import wait_until
+
+APPS = "concurrency_apps"
+KEEPALIVE_WORKERS = ["gthread", "gevent"]
+
+
+@pytest.fixture(params=KEEPALIVE_WORKERS)
+def keepalive_worker(request: pytest.FixtureRequest) -> str:
+    if request.param == "gevent":
+        pytest.importorskip("gevent")
+    return request.param
+
+
+class Client:
+    """A raw HTTP/1.x client on one socket that reads responses one at a time."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = b""
+
+    def send(self, path: str, version: str = "1.1", headers: str = "") -> None:
+        host = "Host: t\r\n" if version == "1.1" else ""
+        self.sock.sendall(f"GET {path} HTTP/{version}\r\n{host}{headers}\r\n".encode())
+
+    def _fill(self) -> bool:
+        try:
+            data = self.sock.recv(65536)
+        except ConnectionResetError:
+            data = b""
+        self.buf += data
+        return bool(data)
+
+    def response(self) -> tuple[int, dict[str, str], bytes]:
+        """The next response (Content-Length framed): status, lower-case headers, body."""
+        while b"\r\n\r\n" not in self.buf:
+            if not self._fill():
+                raise ConnectionError(f"closed before a response; got {self.buf!r}")
+        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        lines = head.decode("latin-1").split("\r\n")
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        length = int(headers.get("content-length", "0"))
+        while len(self.buf) < length:
+            if not self._fill():
+                raise ConnectionError("closed in the middle of a body")
+        body, self.buf = self.buf[:length], self.buf[length:]
+        return int(lines[0].split()[1]), headers, body
+
+    def closed_by_server(self) -> bool:
+        """True once the server has closed its side (waits up to the socket timeout)."""
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+
+    def has_data(self, seconds: float) -> bool:
+        return bool(select.select([self.sock], [], [], seconds)[0])
+
+
+def test_several_requests_on_one_connection(start_server, keepalive_worker):
+    server = start_server("-k", keepalive_worker, f"{APPS}:path")
+    with server.connect() as sock:
+        client = Client(sock)
+        pids = set()
+        for n in range(5):
+            client.send(f"/{n}")
+            status, headers, body = client.response()
+            path, pid = body.decode().split()
+            assert (status, path) == (200, f"/{n}")
+            assert "connection" not in headers
+            pids.add(pid)
+    assert len(pids) == 1
+
+
+def test_pipelined_requests_are_answered_in_order(start_server, keepalive_worker):
+    server = start_server("-k", keepalive_worker, f"{APPS}:path")
+    requests = b"".join(b"GET /%d HTTP/1.1\r\nHost: t\r\n\r\n" % n for n in range(5))
+    requests += b"GET /last HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    with server.connect() as sock:
+        sock.sendall(requests)  # all in one packet
+        client = Client(sock)
+        answers = [client.response() for _ in range(6)]
+        assert client.closed_by_server()
+    assert [body.split()[0] for _, _, body in answers] == [
+        b"/0",
+        b"/1",
+        b"/2",
+        b"/3",
+        b"/4",
+        b"/last",
+    ]
+    assert [headers.get("connection") for _, headers, _ in answers] == [None] * 5 + ["close"]
+
+
+def test_connection_close_is_honoured(start_server, keepalive_worker):
+    server = start_server("-k", keepalive_worker, f"{APPS}:path")
+    with server.connect() as sock:
+        client = Client(sock)
+        client.send("/", headers="Connection: close\r\n")
+        status, headers, _ = client.response()
+        assert status == 200
+        assert headers["connection"] == "close"
+        assert client.closed_by_server()
+
+
+def test_http10_keeps_alive_only_when_asked(start_server, keepalive_worker):
+    server = start_server("-k", keepalive_worker, f"{APPS}:path")
+    with server.connect() as sock:
+        client = Client(sock)
+        client.send("/plain", version="1.0")
+        status, headers, _ = client.response()
+        assert (status, headers["connection"]) == (200, "close")
+        assert client.closed_by_server()
+    with server.connect() as sock:
+        client = Client(sock)
+        for path in ("/first", "/second"):
+            client.send(path, version="1.0", headers="Connection: keep-alive\r\n")
+            status, headers, body = client.response()
+            assert (status, headers["connection"]) == (200, "keep-alive")
+            assert body.split()[0] == path.encode()
+
+
+def test_idle_connection_is_closed_after_keepalive(start_server, keepalive_worker):
+    server = start_server("-k", keepalive_worker, "--keep-alive", "1", f"{APPS}:path")
+    with server.connect(timeout=20) as sock:
+        client = Client(sock)
+        client.send("/")
+        assert client.response()[0] == 200
+        assert client.closed_by_server()
+
+
+def test_keepalive_zero_closes_every_connection(start_server, keepalive_worker):
+    server = start_server("-k", keepalive_worker, "--keep-alive", "0", f"{APPS}:path")
+    with server.connect() as sock:
+        client = Client(sock)
+        client.send("/")
+        status, headers, _ = client.response()
+        assert (status, headers["connection"]) == (200, "close")
+        assert client.closed_by_server()
+
+
+def test_worker_connections_bounds_open_connections(start_server, keepalive_worker):
+    server = start_server(
+        "-k", keepalive_worker, "-w", "1", "--worker-connections", "2", f"{APPS}:path"
+    )
+    server.wait_workers(1)
+    first, second = server.connect(), server.connect()
+    try:
+        # Both slots taken by kept-alive connections.
+        for sock in (first, second):
+            client = Client(sock)
+            client.send("/held")
+            assert client.response()[0] == 200
+        third = Client(server.connect())
+        third.send("/third")
+        assert not third.has_data(0.5), "a third connection was served past the bound"
+        first.close()  # a slot frees up: the waiting client is served
+        status, _, body = third.response()
+        assert (status, body.split()[0]) == (200, b"/third")
+        third.sock.close()
+    finally:
+        first.close()
+        second.close()
+
+
+def test_term_finishes_request_in_flight_and_closes_idle_connections(
+    start_server, keepalive_worker
+):
+    server = start_server("-k", keepalive_worker, "-w", "1", f"{APPS}:sleepy")
+    idle = Client(server.connect(timeout=20))
+    idle.send("/idle?0")
+    assert idle.response()[0] == 200
+    busy = Client(server.connect(timeout=20))
+    busy.send("/busy?1.5")
+    server.wait_for_log("sleepy request started: /busy")
+    server.signal(signal.SIGTERM)
+    status, headers, body = busy.response()
+    assert (status, body) == (200, b"slept /busy")
+    assert headers["connection"] == "close"
+    assert busy.closed_by_server()
+    assert idle.closed_by_server()
+    assert server.proc.wait(20) == 0
+    idle.sock.close()
+    busy.sock.close()
+
+
+def test_max_requests_closes_the_last_kept_alive_response(start_server, keepalive_worker):
+    server = start_server("-k", keepalive_worker, "-w", "1", "--max-requests", "3", f"{APPS}:path")
+    (first_pid,) = server.wait_workers(1)
+    with server.connect(timeout=20) as sock:
+        client = Client(sock)
+        answers = []
+        for n in range(3):
+            client.send(f"/{n}")
+            answers.append(client.response())
+        assert [headers.get("connection") for _, headers, _ in answers] == [None, None, "close"]
+        assert client.closed_by_server()
+    # The replacement takes over.
+    wait_until(lambda: (w := server.workers()) and first_pid not in w)
+    assert server.get("/")[0] == 200
+
+
+def test_requests_in_parallel_on_kept_alive_connections(start_server, keepalive_worker):
+    """Many clients, each with its own keep-alive connection, all answered right."""
+    server = start_server("-k", keepalive_worker, "--threads", "4", f"{APPS}:path")
+    failures: list[str] = []
+
+    def run(n: int) -> None:
+        try:
+            with server.connect() as sock:
+                client = Client(sock)
+                for i in range(20):
+                    client.send(f"/{n}-{i}")
+                    status, _, body = client.response()
+                    if (status, body.split()[0]) != (200, f"/{n}-{i}".encode()):
+                        failures.append(f"{n}-{i}: {status} {body!r}")
+        except OSError as exc:
+            failures.append(f"{n}: {exc!r}")
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert failures == []
+
+
+def test_threads_with_the_sync_class_runs_gthread(start_server):
+    server = start_server("--threads", "4", f"{APPS}:path")
+    assert "Using worker: gthread" in server.log()
+    with server.connect() as sock:
+        client = Client(sock)
+        for path in ("/a", "/b"):
+            client.send(path)
+            status, headers, _ = client.response()
+            assert status == 200 and "connection" not in headers
+
+
+def test_gevent_missing_is_a_one_line_error(start_server, tmp_path):
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "gevent.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'gevent'\", name='gevent')\n"
+    )
+    server = start_server("-k", "gevent", f"{APPS}:path", wait=False, env={"PYTHONPATH": str(shim)})
+    assert server.proc.wait(30) != 0
+    log = server.log()
+    assert "pip install 'supervise[gevent]'" in log
+    assert "Traceback" not in log
+    assert len(log.strip().splitlines()) == 1, log
