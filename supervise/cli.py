@@ -287,8 +287,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(check_app(cfg))
 
     from supervise.arbiter import Arbiter
+    from supervise.workers import WorkerClassError
 
     try:
         Arbiter(cfg, args).run()
     except ConfigError as exc:  # e.g. a log file that cannot be opened at startup
+        _fail(str(exc), 2)
+    except WorkerClassError as exc:  # -k names a class that cannot be imported
         _fail(str(exc), 2)

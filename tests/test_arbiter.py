@@ -256,6 +256,21 @@ def post_fork(server, worker):
 def post_worker_init(worker):
     _mark("post_worker_init")
 
+def on_reload(server):
+    _mark("on_reload")
+
+def nworkers_changed(server, new_value, old_value):
+    _mark(f"nworkers_changed:{{old_value}}->{{new_value}}")
+
+def child_exit(server, worker):
+    _mark("child_exit")
+
+def worker_exit(server, worker):
+    _mark("worker_exit")
+
+def worker_int(worker):
+    _mark("worker_int")
+
 def on_exit(server):
     _mark("on_exit")
 """
@@ -263,10 +278,21 @@ def on_exit(server):
     server = start_server("-c", str(conf), APP)
     server.wait_workers(3)
     wait_until(lambda: marker.read_text().count("post_worker_init") == 3)
-    server.stop()
+    server.signal(signal.SIGTTIN)
+    server.wait_workers(4)
+    server.signal(signal.SIGHUP)
+    server.wait_for_log("Reload complete")
+    wait_until(lambda: marker.read_text().count("child_exit") == 4)  # the old generation
+    assert server.stop(signal.SIGQUIT) == 0
     calls = marker.read_text().split()
     assert calls[:2] == ["on_starting", "when_ready"]
-    assert calls.count("pre_fork") == 3 and calls.count("post_fork") == 3
+    assert calls.count("pre_fork") == 3 + 1 + 3  # start, TTIN, the new generation
+    assert calls.count("post_fork") == calls.count("pre_fork")
+    assert "nworkers_changed:3->4" in calls
+    # HUP re-reads the file: back to its 3 workers.
+    assert "nworkers_changed:4->3" in calls and "on_reload" in calls
+    assert calls.count("worker_exit") == 7 and calls.count("child_exit") == 7
+    assert calls.count("worker_int") == 3  # QUIT reached the 3 workers left
     assert calls[-1] == "on_exit"
 
 

@@ -41,6 +41,10 @@ def load_worker_class(name: str) -> type[Worker]:
             raise WorkerClassError(
                 f"worker class {name!r} needs {exc.name!r}, which is not installed: {hint}"
             ) from None
+        if name in WORKER_CLASSES and exc.name == module_name:
+            raise WorkerClassError(
+                f"worker class {name!r} is not in this version of supervise yet"
+            ) from None
         if name in WORKER_CLASSES:
             raise WorkerClassError(f"worker class {name!r} cannot be loaded: {exc}") from None
         raise WorkerClassError(f"cannot import worker class {name!r}: {exc}") from None
