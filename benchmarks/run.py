@@ -241,16 +241,22 @@ def main(argv: list[str]) -> int:
         return 0
 
     started = time.monotonic()
-    for rnd in range(args.rounds):
-        for point in points:
-            runner.run_point(point, ctx, rnd)
+    interrupted = False
+    try:
+        for rnd in range(args.rounds):
+            for point in points:
+                runner.run_point(point, ctx, rnd)
+    except KeyboardInterrupt:
+        # Keep what was measured: hours of a full run should not vanish with one Ctrl-C.
+        log("interrupted: writing the results measured so far")
+        interrupted = True
     for result in ctx.results.values():
         for entry in result["servers"].values():
             runner.finalize(entry)
     point_docs = list(ctx.results.values())
     noise = None
     chosen = _noise_server(point_docs, {s.name: s for s in available[args.python]})
-    if chosen and profile.noise_repeats > 1:
+    if chosen and profile.noise_repeats > 1 and not interrupted:
         by_name = {s.name: s for s in available[args.python]}
         base = plan.Point("main", plan.BY_NAME["get-4b"], args.python)
         noise = runner.noise(base, by_name[chosen[0]], chosen[1], profile.noise_repeats, ctx)
@@ -262,6 +268,7 @@ def main(argv: list[str]) -> int:
             "elapsed_s": round(time.monotonic() - started),
             "profile": "full" if args.full else "quick",
             "smoke": args.smoke,
+            "interrupted": interrupted,
             "command": "python benchmarks/run.py " + shlex.join(argv),
             "levels": list(profile.levels),
             "duration": profile.duration,
@@ -288,12 +295,12 @@ def main(argv: list[str]) -> int:
         report_path.write_text(report.render(doc, stem))
     else:
         render(results_path, venvs[args.python].python)
-    if out.resolve() == RESULTS.resolve() and not args.smoke:
+    if out.resolve() == RESULTS.resolve() and not (args.smoke or interrupted):
         _update_readme(report_path)
     log(f"results: {results_path}")
     log(f"report:  {report_path}")
     log(f"took {(time.monotonic() - started) / 60:.1f} min")
-    return 0
+    return 130 if interrupted else 0
 
 
 if __name__ == "__main__":

@@ -19,11 +19,16 @@ APPS = "concurrency_apps"
 KEEPALIVE_WORKERS = ["gthread", "gevent"]
 
 
+def installed(worker: str) -> str:
+    """The worker class, or a skip when its optional dependency is missing."""
+    if worker == "gevent":
+        pytest.importorskip("gevent")
+    return worker
+
+
 @pytest.fixture(params=KEEPALIVE_WORKERS)
 def keepalive_worker(request: pytest.FixtureRequest) -> str:
-    if request.param == "gevent":
-        pytest.importorskip("gevent")
-    return request.param
+    return installed(request.param)
 
 
 class Client:
@@ -160,24 +165,24 @@ def test_worker_connections_bounds_open_connections(start_server, keepalive_work
     server = start_server(
         "-k", keepalive_worker, "-w", "1", "--worker-connections", "2", f"{APPS}:path"
     )
-    server.wait_workers(1)
-    first, second = server.connect(), server.connect()
+    # Two clients take both slots: connected, their requests not sent yet.
+    first = Client(server.connect())
+    second = Client(server.connect())
     try:
-        # Both slots taken by kept-alive connections.
-        for sock in (first, second):
-            client = Client(sock)
-            client.send("/held")
-            assert client.response()[0] == 200
         third = Client(server.connect())
         third.send("/third")
         assert not third.has_data(0.5), "a third connection was served past the bound"
-        first.close()  # a slot frees up: the waiting client is served
+        # At the bound, keep-alive is not offered: the answer frees a slot.
+        first.send("/first")
+        status, headers, _ = first.response()
+        assert (status, headers["connection"]) == (200, "close")
         status, _, body = third.response()
         assert (status, body.split()[0]) == (200, b"/third")
-        third.sock.close()
+        second.send("/second")
+        assert second.response()[0] == 200
     finally:
-        first.close()
-        second.close()
+        for client in (first, second, third):
+            client.sock.close()
 
 
 def test_term_finishes_request_in_flight_and_closes_idle_connections(
@@ -202,7 +207,11 @@ def test_term_finishes_request_in_flight_and_closes_idle_connections(
 
 
 def test_max_requests_closes_the_last_kept_alive_response(start_server, keepalive_worker):
-    server = start_server("-k", keepalive_worker, "-w", "1", "--max-requests", "3", f"{APPS}:path")
+    server = start_server(
+        "-k", keepalive_worker, "-w", "1", "--max-requests", "3", f"{APPS}:path", wait=False
+    )
+    # Not start_server's readiness probe: it would be one of the three requests.
+    server.wait_for_log("Ready: 1 worker")
     (first_pid,) = server.wait_workers(1)
     with server.connect(timeout=20) as sock:
         client = Client(sock)

@@ -7,6 +7,7 @@ trusted (non-2xx responses, socket errors, short responses) next to the throughp
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -45,6 +46,9 @@ class Load:
     bytes_per_request: float = 0.0
     errors: dict[str, int] = field(default_factory=dict)
     problem: str = ""  # set when the figure must not be trusted
+    # CPU the load generator used, in % of one core: near 100 means the client, not the
+    # server, set the pace, and the figure is a lower bound for the server.
+    client_cpu_pct: float = 0.0
 
     @property
     def clean(self) -> bool:
@@ -195,10 +199,27 @@ def wsload(
     return load
 
 
+def _children_cpu() -> float:
+    times = os.times()
+    return times.children_user + times.children_system
+
+
 def run(
     base: str, scenario: Scenario, connections: int, duration: float, cpu: int, python: str
 ) -> Load:
     """One load of `duration` seconds at `connections` against the server at `base`."""
+    # Load generators run one at a time as our children: the children's CPU time around
+    # one run is that load generator's.
+    before = _children_cpu()
+    load = _dispatch(base, scenario, connections, duration, cpu, python)
+    if load.duration_s:
+        load.client_cpu_pct = (_children_cpu() - before) / load.duration_s * 100
+    return load
+
+
+def _dispatch(
+    base: str, scenario: Scenario, connections: int, duration: float, cpu: int, python: str
+) -> Load:
     if scenario.protocol == "ws":
         url = base.replace("http://", "ws://") + scenario.path
         return wsload(url, scenario, connections, duration, cpu, python)

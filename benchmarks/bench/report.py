@@ -6,6 +6,8 @@ from __future__ import annotations
 from bench.plan import TABLES
 
 MIB = 2**20
+# A load generator using this much of its core was probably the bottleneck.
+CLIENT_BOUND_PCT = 90.0
 
 
 def _num(value: float) -> str:
@@ -57,9 +59,10 @@ def _table(point: dict) -> list[str]:
     ]
     for entry in _ranked(point):
         best = entry["best"]
+        bound = " †" if best.get("client_cpu_pct", 0) >= CLIENT_BOUND_PCT else ""
         lines.append(
             f"| {_name(entry)} | {entry['version']} | {_num(best['requests'])} "
-            f"| {_num(best['rps'])} | {best['latency_avg_ms']:.2f} ms "
+            f"| {_num(best['rps'])}{bound} | {best['latency_avg_ms']:.2f} ms "
             f"| {best['latency_max_ms']:.2f} ms | {_mib(entry['memory_idle'])} "
             f"| {_mib(entry['memory_load'])} | {_errors(entry)} | c={best['connections']} |"
         )
@@ -217,6 +220,8 @@ def render(doc: dict, chart_dir: str) -> str:
             "Do not quote these figures.",
             "",
         ]
+    if meta.get("interrupted"):
+        out += ["> **Interrupted run**: some points are missing.", ""]
     src = doc.get("supervise_source") or {}
     out += [
         f"Command: `{meta['command']}` (profile: {meta['profile']}).",
@@ -235,7 +240,9 @@ def render(doc: dict, chart_dir: str) -> str:
         "## supervise against the best peer",
         "",
         "Ratio of supervise's best clean throughput to the best clean peer's in the same run "
-        "(> 1 means supervise is faster). ⚠ marks figures with errors.",
+        "(> 1 means supervise is faster). ⚠ marks figures with errors; † in the tables marks "
+        f"runs whose load generator used over {CLIENT_BOUND_PCT:.0f}% of its core, where the "
+        "figure is a lower bound for the server.",
         "",
         *_summary(main),
         "",
@@ -292,7 +299,8 @@ def render(doc: dict, chart_dir: str) -> str:
         for entry in point["servers"].values():
             if entry["command"] and entry["server"] not in seen and point["table"] == "main":
                 seen.add(entry["server"])
-                out.append(f"- {entry['server']}: `{' '.join(entry['command'])}`")
+                note = f" ({entry['note']})" if entry.get("note") else ""
+                out.append(f"- {entry['server']}{note}: `{' '.join(entry['command'])}`")
     out += [
         "",
         "Ports vary per run; servers ran from `benchmarks/` with the apps in `benchmarks/apps/`.",

@@ -220,7 +220,7 @@ async def verify(url: str, mode: str) -> str:
         await conn.close()
     except (OSError, WsError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
         return f"{type(exc).__name__}: {exc}"
-    return "" if data == MESSAGE else f"{mode} returned {data[:40]!r}"
+    return "" if data == MESSAGE else f"{mode} returned {data[:40]!r}, expected the 64 B message"
 
 
 def _run(coro):

@@ -126,7 +126,8 @@ class GeventWorker(Worker):
         self.keepalive = float(cfg.keepalive)
         self.header_timeout = float(cfg.header_timeout) or _NEVER
         self.clients: set[_Client] = set()
-        self.pool = Pool(cfg.worker_connections)
+        self.max_clients = cfg.worker_connections
+        self.pool = Pool(self.max_clients)
         self.stopped = Event()
         # Plain sockets for accepted connections, even where patching replaced
         # socket.socket: the protocol code waits through Connection.wait itself.
@@ -273,7 +274,13 @@ class GeventWorker(Worker):
                     client.waiter = None
                 if ready is not _READY:
                     return
-            keep_alive = keepalive and self.alive and self.nr + 1 < self.max_requests
+            keep_alive = (
+                keepalive
+                and self.alive
+                and self.nr + 1 < self.max_requests
+                # At worker_connections, keep-alive would keep new clients waiting.
+                and len(self.clients) < self.max_clients
+            )
             if not handle(conn, keep_alive) or not self.alive:
                 return
             client.served = True

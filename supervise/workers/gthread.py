@@ -359,6 +359,7 @@ class ThreadWorker(Worker):
                 keepalive
                 and self.alive
                 and self.nr + 1 < self.max_requests
+                # At worker_connections, keep-alive would keep new clients waiting.
                 and len(self.clients) < self.max_clients
             )
             started[index] = monotonic()

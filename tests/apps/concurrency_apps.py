@@ -36,3 +36,10 @@ def sleepy(environ, start_response):
     body = f"slept {environ['PATH_INFO']}".encode()
     start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
     return [body]
+
+
+def upload(environ, start_response):
+    """Reads the whole body and answers its length."""
+    body = str(len(environ["wsgi.input"].read())).encode()
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]

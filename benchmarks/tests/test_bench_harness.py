@@ -1,0 +1,157 @@
+"""The harness's own logic, without servers or load: parsing, ranking, the apps' bytes.
+
+Run with: .venv/bin/pytest benchmarks/tests (not in the default testpaths: it needs no server)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import sys
+from pathlib import Path
+
+# The harness imports `bench` and `apps` from benchmarks/, as run.py does. No conftest.py:
+# the project's tests import their own `conftest` by name.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from apps import asgi_app, payload, wsgi_app
+from bench import loadgen, report, runner
+from bench.scenarios import BY_NAME
+
+H2LOAD_OUTPUT = (
+    "finished in 3.00s, 60728.67 req/s, 1.74MB/s\n"
+    "requests: 182186 total, 182346 started, 182186 done, 182100 succeeded, 86 failed, "
+    "6 errored, 0 timeout\n"
+    "status codes: 182100 2xx, 0 3xx, 80 4xx, 0 5xx\n"
+    "traffic: 5.21MB (5468156) total, 1.39MB (1459184) headers (space savings 91.39%), "
+    "711.66KB (728744) data\n"
+    "                     min         max         mean         sd        +/- sd\n"
+    "time for request:      552us     16.59ms      2.60ms      1.16ms    95.35%\n"
+)
+
+WRK_OUTPUT = (
+    "Running 3s test\n"
+    'BENCH_JSON {"requests":1000,"duration_us":2000000,"bytes":150000,'
+    '"errors":{"connect":1,"read":2,"write":0,"status":3,"timeout":4},'
+    '"latency_us":{"min":100,"max":9000,"mean":1500.5,"stdev":10.0,"p50":1,"p90":2,"p99":3000}}\n'
+)
+
+
+def test_h2load_output_gives_rate_latency_and_error_counts() -> None:
+    load = loadgen.parse_h2load(H2LOAD_OUTPUT, 64)
+    assert load.rps == 60728.67
+    assert load.requests == 182186
+    assert load.non2xx == 80
+    assert load.socket_errors == 6
+    assert load.latency_avg_ms == 2.60
+    assert abs(load.latency_max_ms - 16.59) < 1e-9
+    assert not load.clean
+
+
+def test_wrk_json_summary_gives_rate_and_error_counts() -> None:
+    load = loadgen._from_json("wrk", 64, WRK_OUTPUT)
+    assert load.rps == 500.0
+    assert load.non2xx == 3
+    assert load.socket_errors == 1 + 2 + 4
+    assert load.latency_avg_ms == 1.5005
+    assert load.bytes_per_request == 150.0
+
+
+def test_missing_summary_is_a_problem_not_a_zero() -> None:
+    load = loadgen._from_json("wrk", 64, "wrk: connection refused\n")
+    assert load.problem
+    assert not load.clean
+
+
+def _run(rps: float, **errors: int) -> dict:
+    base = loadgen.Load("wrk", 64, requests=int(rps), duration_s=1.0, rps=rps).to_dict()
+    base.update(errors)
+    return base
+
+
+def _entry(name: str, runs: list[dict], supervise: bool = False, iface: str = "wsgi") -> dict:
+    return {
+        "server": name,
+        "interface": iface,
+        "supervise": supervise,
+        "version": "1",
+        "note": "",
+        "status": "pending",
+        "reason": "",
+        "command": [name],
+        "memory_idle": {"rss": 2**20, "pss": 2**20, "processes": 1},
+        "memory_load": {"rss": 2**21, "pss": 2**21, "processes": 1},
+        "runs": runs,
+    }
+
+
+def test_best_run_is_the_fastest_clean_one_and_errors_are_marked() -> None:
+    mixed = _entry("mixed", [_run(900.0), _run(5000.0, non2xx=10)])
+    runner.finalize(mixed)
+    assert mixed["status"] == "ok"
+    assert mixed["best"]["rps"] == 900.0
+
+    broken = _entry("broken", [_run(5000.0, socket_errors=3)])
+    runner.finalize(broken)
+    assert broken["status"] == "errors"
+    assert "every run had errors" in broken["reason"]
+
+
+def test_report_ranks_clean_first_and_gives_supervise_ratio() -> None:
+    sup = _entry("supervise-sync", [_run(800.0)], supervise=True)
+    peer = _entry("peer-wsgi", [_run(400.0)])
+    fast_but_wrong = _entry("peer-asgi", [_run(9000.0, non2xx=5)], iface="asgi")
+    for entry in (sup, peer, fast_but_wrong):
+        runner.finalize(entry)
+    point = {
+        "table": "main",
+        "scenario": "get-4b",
+        "title": "GET 4 B plain text",
+        "protocol": "h1",
+        "python": "3.11",
+        "options": {"workers": 1, "loop": None, "runtime_threads": None},
+        "servers": {e["server"]: e for e in (fast_but_wrong, peer, sup)},
+    }
+    (row,) = report.ratios(point)
+    assert row["interface"][0] == "peer-wsgi"
+    assert row["interface"][2] == 2.0
+    table = "\n".join(report._table(point))
+    # The run with errors is listed last and flagged, though it was the fastest.
+    assert table.rindex("peer-asgi") > table.index("peer-wsgi")
+    assert "peer-asgi ⚠" in table
+
+
+def test_wsgi_app_serves_the_payload_bytes() -> None:
+    def call(path: str, body: bytes = b"") -> bytes:
+        environ = {
+            "PATH_INFO": path,
+            "CONTENT_LENGTH": str(len(body)),
+            "wsgi.input": io.BytesIO(body),
+        }
+        return b"".join(wsgi_app.app(environ, lambda status, headers: None))
+
+    assert call("/4b") == BY_NAME["get-4b"].expected_body()
+    assert call("/10k") == payload.BODY_10K
+    assert call("/json") == BY_NAME["json"].expected_body()
+    assert call("/echo", payload.pattern(10240)) == BY_NAME["post-10k"].expected_body()
+    assert call("/file") == payload.file_bytes()
+
+
+def test_asgi_app_echoes_a_body_sent_in_parts() -> None:
+    parts = [
+        {"type": "http.request", "body": b"ab", "more_body": True},
+        {"type": "http.request", "body": b"cd", "more_body": False},
+    ]
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return parts.pop(0)
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "path": "/echo", "extensions": {}}
+    asyncio.run(asgi_app.app(scope, receive, send))
+    assert sent[0]["status"] == 200
+    assert (b"content-length", b"4") in sent[0]["headers"]
+    assert sent[1]["body"] == b"abcd"
