@@ -14,7 +14,7 @@ import threading
 import time
 
 import pytest
-from conftest import wait_until
+from conftest import APPS_DIR, wait_until
 from test_keepalive import APPS, KEEPALIVE_WORKERS, Client, installed
 
 SLOWLORIS_HEAD = b"GET / HTTP/1.1\r\nHost: t\r\n"
@@ -182,3 +182,37 @@ def test_hup_with_kept_alive_clients_drops_no_request(start_server, keepalive_wo
             thread.join(10)
     assert failures == [], server.log()
     assert answered[0] > 10
+
+
+def test_gevent_with_preload_patches_in_the_master_when_told(start_server, tmp_path):
+    """--preload imports the app in the master: unpatched, the worker warns; patched
+    by the config file, as documented, requests run concurrently and nothing warns."""
+    installed("gevent")
+    warning = "--preload with -k gevent"
+    server = start_server("-k", "gevent", "--preload", f"{APPS}:sleepy")
+    assert warning in server.log()
+    conf = tmp_path / "gevent_conf.py"
+    conf.write_text("from gevent import monkey\n\nmonkey.patch_all()\n")
+    server = start_server("-c", str(conf), "-k", "gevent", "--preload", f"{APPS}:sleepy")
+    elapsed, bodies = concurrent_requests(server, 50, "0.1")
+    assert bodies == [f"slept /{i}".encode() for i in range(50)]
+    assert elapsed < 3.0, f"50 requests sleeping 0.1 s took {elapsed:.1f}s"
+    assert warning not in server.log()
+
+
+def test_gevent_with_reload_serves_and_reloads(start_server, tmp_path):
+    """The file watcher blocks in native code: it must not block the hub with it."""
+    installed("gevent")
+    app_dir = tmp_path / "app"
+    app_dir.mkdir()
+    source = app_dir / "reloadable.py"
+    source.write_text((APPS_DIR / "concurrency_apps.py").read_text())
+    server = start_server("-k", "gevent", "--reload", "reloadable:path", cwd=app_dir)
+    assert server.get("/before")[0] == 200
+
+    def edit_until_reloaded() -> bool:
+        source.write_text(source.read_text() + "\n")
+        return "Reload complete" in server.log()
+
+    wait_until(edit_until_reloaded, interval=1.0)
+    assert server.get("/after")[0] == 200

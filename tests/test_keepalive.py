@@ -8,15 +8,19 @@ closed after ``--keep-alive`` seconds or when the worker stops.
 from __future__ import annotations
 
 import select
+import shutil
 import signal
 import socket
 import threading
 
 import pytest
 from conftest import wait_until
+from test_tls import client_context, start_tls
+from test_tls import pki as tls_pki  # noqa: F401 - the fixture, as `tls_pki`
 
 APPS = "concurrency_apps"
-KEEPALIVE_WORKERS = ["gthread", "gevent"]
+# gthread also on poll(), its fallback where there is no epoll (macOS, BSD).
+KEEPALIVE_WORKERS = ["gthread", "gevent", "concurrency_apps.PollThreadWorker"]
 
 
 def installed(worker: str) -> str:
@@ -249,6 +253,40 @@ def test_requests_in_parallel_on_kept_alive_connections(start_server, keepalive_
     for thread in threads:
         thread.join(30)
     assert failures == []
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI")
+def test_tls_keep_alive_and_pipelining(start_server, keepalive_worker, request):
+    """TLS: bytes decrypted ahead (a pipelined burst over several records) are served
+    without waiting for the socket to turn readable again."""
+    pki = request.getfixturevalue("tls_pki")
+    server = start_tls(start_server, pki, "-k", keepalive_worker, f"{APPS}:path")
+    ctx = client_context(pki)
+    raw = socket.create_connection((server.host, server.port), timeout=10)
+    with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
+        client = Client(sock)
+        client.send("/first")
+        assert client.response()[2].startswith(b"/first ")
+        pad = "X-Pad: " + "p" * 3000 + "\r\n"
+        sock.sendall(
+            b"".join(f"GET /{n} HTTP/1.1\r\nHost: t\r\n{pad}\r\n".encode() for n in range(20))
+            + b"GET /last HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+        )
+        paths = [client.response()[2].split()[0] for _ in range(21)]
+        assert paths == [f"/{n}".encode() for n in range(20)] + [b"/last"]
+        assert client.closed_by_server()
+    raw = socket.create_connection((server.host, server.port), timeout=10)
+    with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
+        # The body's last bytes and the next request share a TLS record: reading
+        # just the body leaves that request decrypted inside the TLS object.
+        client = Client(sock)
+        sock.sendall(
+            b"POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 20000\r\n\r\n"
+            + b"b" * 20000
+            + b"GET /after HTTP/1.1\r\nHost: t\r\n\r\n"
+        )
+        assert client.response()[2].startswith(b"/upload ")
+        assert client.response()[2].startswith(b"/after ")
 
 
 def test_threads_with_the_sync_class_runs_gthread(start_server):

@@ -109,7 +109,15 @@ class GeventWorker(Worker):
         # Patch before the base class imports the app (and builds the TLS context).
         preloaded_unpatched = self.app is not None and not monkey.is_module_patched("socket")
         monkey.patch_all()
+        # --reload: the file watcher blocks in native code, which would stop the hub
+        # if its thread were a greenlet, as threads are once patched. It starts from
+        # one of the hub's native threads instead.
+        watch, self.watch_files = self.watch_files, False
         super()._init_process()
+        if watch:
+            from supervise.reloader import start_reloader
+
+            get_hub().threadpool.spawn(start_reloader, self)
         if preloaded_unpatched:
             self.log.warning(
                 "--preload with -k gevent: the app was imported before gevent patched the "

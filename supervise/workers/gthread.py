@@ -8,7 +8,8 @@ complete goes to the pool (``--threads``), where the shared ``WSGIHandler``
 reads the body, runs the app and sends the response. The pool thread then
 serves any request already buffered behind it (pipelining, in order) and
 re-arms the connection in epoll itself (EPOLLONESHOT), so a keep-alive request
-costs one hand-over from the main thread to the pool and none back.
+costs one hand-over from the main thread to the pool and none back. Where
+there is no epoll (macOS, the BSDs) poll() does the same job, a little slower.
 
 Heartbeat: the main thread stamps it while it runs, whatever the pool does.
 The one exception is a worker whose every thread has been inside the same
@@ -27,7 +28,7 @@ import ssl
 import threading
 import time
 from time import monotonic
-from typing import Any
+from typing import Any, ClassVar
 
 from supervise._native import ParseError
 from supervise.http.connection import HEAD_RECV_SIZE, Connection
@@ -41,9 +42,108 @@ _ACCEPT_RETRY = {errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.EINTR}
 # Out of descriptors or memory: stop accepting for a moment instead of spinning.
 _ACCEPT_BACKOFF = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
-_IN = select.EPOLLIN | select.EPOLLONESHOT
-_OUT = select.EPOLLOUT | select.EPOLLONESHOT
 _NEVER = float("inf")
+
+
+class _Epoll:
+    """Readiness for the main thread on epoll (Linux).
+
+    Connections are armed one-shot: the kernel disarms one as it reports it,
+    so a pool thread that re-arms a connection hands it back without waking
+    the main thread.
+    """
+
+    def __init__(self, wake_w: int) -> None:
+        self._ep = select.epoll()
+        self._exclusive = getattr(select, "EPOLLEXCLUSIVE", 0)
+
+    def listen(self, fd: int, on: bool) -> None:
+        if not on:
+            with contextlib.suppress(OSError):
+                self._ep.unregister(fd)
+            return
+        try:
+            # With several workers on one listener, a connection wakes one of them.
+            self._ep.register(fd, select.EPOLLIN | self._exclusive)
+        except OSError:  # kernels before 4.5 refuse EPOLLEXCLUSIVE
+            self._ep.register(fd, select.EPOLLIN)
+
+    def watch(self, fd: int) -> None:
+        self._ep.register(fd, select.EPOLLIN)
+
+    def add(self, fd: int) -> None:
+        self._ep.register(fd, select.EPOLLIN | select.EPOLLONESHOT)
+
+    def arm(self, fd: int, write: bool) -> None:
+        """Any thread: report ``fd`` once when readable (or writable). OSError if gone."""
+        events = select.EPOLLOUT if write else select.EPOLLIN
+        self._ep.modify(fd, events | select.EPOLLONESHOT)
+
+    def forget(self, fd: int) -> None:
+        """Before the main thread closes a connection it holds (closing unregisters)."""
+
+    def poll(self, timeout: float) -> list[tuple[int, int]]:
+        return self._ep.poll(timeout)
+
+
+class _Poll:
+    """The same on poll(), where there is no epoll (macOS, the BSDs).
+
+    The main thread unregisters a connection as it reports it (one-shot by
+    hand); other threads queue their re-arming and wake it through ``wake_w``.
+    """
+
+    def __init__(self, wake_w: int) -> None:
+        self._poll = select.poll()
+        self._wake_w = wake_w
+        self._main = threading.get_ident()
+        self._oneshot: set[int] = set()
+        self._pending: dict[int, bool] = {}  # fd -> write, armed by other threads
+        self._lock = threading.Lock()
+
+    def listen(self, fd: int, on: bool) -> None:
+        if on:
+            self._poll.register(fd, select.POLLIN)
+        else:
+            with contextlib.suppress(KeyError):
+                self._poll.unregister(fd)
+
+    def watch(self, fd: int) -> None:
+        self._poll.register(fd, select.POLLIN)
+
+    def add(self, fd: int) -> None:
+        self._oneshot.add(fd)
+        self._poll.register(fd, select.POLLIN)
+
+    def arm(self, fd: int, write: bool) -> None:
+        if threading.get_ident() == self._main:
+            self._oneshot.add(fd)
+            self._poll.register(fd, select.POLLOUT if write else select.POLLIN)
+            return
+        with self._lock:
+            self._pending[fd] = write
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b".")
+
+    def forget(self, fd: int) -> None:
+        with self._lock:
+            self._pending.pop(fd, None)
+        self._oneshot.discard(fd)
+        with contextlib.suppress(KeyError):
+            self._poll.unregister(fd)
+
+    def poll(self, timeout: float) -> list[tuple[int, int]]:
+        if self._pending:
+            with self._lock:
+                pending, self._pending = self._pending, {}
+            for fd, write in pending.items():
+                self.arm(fd, write)
+        events = self._poll.poll(timeout * 1000.0)
+        for fd, _ in events:
+            if fd in self._oneshot:
+                self._oneshot.discard(fd)
+                self._poll.unregister(fd)
+        return events
 
 
 class _Client:
@@ -66,6 +166,10 @@ class ThreadWorker(Worker):
     """Serves WSGI apps on ``--threads`` threads; keep-alive connections wait in epoll."""
 
     interface = "wsgi"
+    # epoll where the platform has it; poll() elsewhere, for development machines.
+    poller_class: ClassVar[type[_Epoll] | type[_Poll]] = (
+        _Epoll if hasattr(select, "epoll") else _Poll
+    )
 
     def run(self) -> None:
         cfg = self.cfg
@@ -80,11 +184,16 @@ class ThreadWorker(Worker):
         self.started = [0.0] * cfg.threads
         self.stopping = False
         self.accept_paused = False
-        # Pool threads write here when a closed connection makes room to accept again.
+        # Held while a connection is handed to the main thread (parked, then armed)
+        # and while the main thread closes a parked one, so that it never closes a
+        # descriptor a pool thread is about to arm: the number could be reused by then.
+        self.park_lock = threading.Lock()
+        # Other threads write here to wake the main thread: a closed connection makes
+        # room to accept again, or (poll) a connection was handed back.
         self._room_r, self._room_w = os.pipe()
         os.set_blocking(self._room_r, False)
         os.set_blocking(self._room_w, False)
-        self.ep = select.epoll()
+        self.poller = self.poller_class(self._room_w)
         self.targets: dict[int, tuple[Any, dict[str, Any]]] = {}
         for listener in self.listeners:
             listener.sock.setblocking(False)
@@ -93,8 +202,8 @@ class ThreadWorker(Worker):
                 handler.base_environ(listener),
             )
         self._listen(True)
-        self.ep.register(self.wakeup_fd, select.EPOLLIN)
-        self.ep.register(self._room_r, select.EPOLLIN)
+        self.poller.watch(self.wakeup_fd)
+        self.poller.watch(self._room_r)
         threads = [
             threading.Thread(target=self._work, args=(i,), name=f"gthread-{i}", daemon=True)
             for i in range(cfg.threads)
@@ -104,13 +213,13 @@ class ThreadWorker(Worker):
         try:
             self._loop()
         finally:
+            # After a graceful stop every thread is idle and leaves at once; after a
+            # fast one (QUIT) nobody waits for them: they are daemon threads.
             for _ in threads:
                 self.jobs.put(None)
-            for thread in threads:
-                thread.join(1.0)
-            for client in list(self.clients.values()):
-                self._close(client)
-            self.ep.close()
+            if not self.clients:
+                for thread in threads:
+                    thread.join(1.0)
 
     def handle_term(self, signum: int, frame: Any) -> None:
         super().handle_term(signum, frame)
@@ -120,16 +229,8 @@ class ThreadWorker(Worker):
     # -- the main thread ---------------------------------------------------------
     def _listen(self, on: bool) -> None:
         """(Un)register the listeners: off while at worker_connections or stopping."""
-        exclusive = getattr(select, "EPOLLEXCLUSIVE", 0)
         for fd in self.targets:
-            if not on:
-                with contextlib.suppress(OSError):
-                    self.ep.unregister(fd)
-                continue
-            try:
-                self.ep.register(fd, select.EPOLLIN | exclusive)
-            except OSError:  # kernels before 4.5 refuse EPOLLEXCLUSIVE
-                self.ep.register(fd, select.EPOLLIN)
+            self.poller.listen(fd, on)
         self.accept_paused = not on
 
     def _loop(self) -> None:
@@ -137,7 +238,7 @@ class ThreadWorker(Worker):
         targets = self.targets
         wakeup_fd = self.wakeup_fd
         room_r = self._room_r
-        poll = self.ep.poll
+        poll = self.poller.poll
         readable = self._readable
         tick = min(1.0, self.timeout / 4) if self.timeout > 0 else 1.0
         next_tick = 0.0
@@ -216,7 +317,7 @@ class ThreadWorker(Worker):
                 tls is not None,
             )
             clients[fd] = client
-            self.ep.register(fd, _IN)
+            self.poller.add(fd)
         if len(clients) >= self.max_clients and not self.accept_paused and not self.stopping:
             self._listen(False)
 
@@ -232,10 +333,10 @@ class ThreadWorker(Worker):
             try:
                 data = sock.recv(HEAD_RECV_SIZE)
             except (BlockingIOError, ssl.SSLWantReadError):
-                self._park(client, _IN)
+                self._park(client, False)
                 return
             except ssl.SSLWantWriteError:
-                self._park(client, _OUT)
+                self._park(client, True)
                 return
             except OSError:
                 self._close(client)
@@ -254,7 +355,7 @@ class ThreadWorker(Worker):
                 self.jobs.put(client)
                 return
             if self.ssl_context is None or not sock.pending():  # type: ignore[attr-defined]
-                self._park(client, _IN)
+                self._park(client, False)
                 return
             # More decrypted bytes wait inside the TLS object, where epoll cannot see them.
 
@@ -264,10 +365,10 @@ class ThreadWorker(Worker):
         try:
             sock.do_handshake()
         except ssl.SSLWantReadError:
-            self._park(client, _IN)
+            self._park(client, False)
             return False
         except ssl.SSLWantWriteError:
-            self._park(client, _OUT)
+            self._park(client, True)
             return False
         except (OSError, ValueError) as exc:
             # Port scanners, plain HTTP on the TLS port, expired client certs...
@@ -285,16 +386,28 @@ class ThreadWorker(Worker):
             return True  # the pool thread parses it again and answers the error
 
     def _sweep(self, now: float) -> None:
-        """Close parked connections past their deadline (keep-alive, header_timeout)."""
+        """Close parked connections past their deadline (keep-alive, header_timeout),
+        and once stopping, the idle keep-alive ones."""
+        stopping = self.stopping
         for client in list(self.clients.values()):
-            if client.parked and client.deadline < now:
-                conn = client.conn
+            if not client.parked:
+                continue
+            conn = client.conn
+            if client.deadline < now:
                 if conn.buf and not client.handshaking:
                     # Part of a head, then silence: say why before closing.
                     with contextlib.suppress(OSError):
                         conn.sock.send(
                             error_response(408, "request head not complete within header_timeout")
                         )
+                self._close_parked(client)
+            elif stopping and client.served and not conn.buf:
+                self._close_parked(client)
+
+    def _close_parked(self, client: _Client) -> None:
+        with self.park_lock:
+            if client.parked:
+                self.poller.forget(client.fd)
                 self._close(client)
 
     def _begin_stop(self) -> None:
@@ -308,18 +421,17 @@ class ThreadWorker(Worker):
         Response.closing = True
         if not self.accept_paused:
             self._listen(False)
-        for client in list(self.clients.values()):
-            if client.parked and client.served and not client.conn.buf:
-                self._close(client)
+        self._sweep(monotonic())
 
     # -- both sides ------------------------------------------------------------------
-    def _park(self, client: _Client, events: int) -> None:
-        """Hand the connection (back) to the main thread's epoll set."""
-        client.parked = True
-        try:
-            self.ep.modify(client.fd, events)
-        except OSError:  # already closed under us: nothing to wait for
-            self._close(client)
+    def _park(self, client: _Client, write: bool) -> None:
+        """Hand the connection (back) to the main thread, to report when it is readable."""
+        with self.park_lock:
+            client.parked = True
+            try:
+                self.poller.arm(client.fd, write)
+            except OSError:  # already closed under us: nothing to wait for
+                self._close(client)
 
     def _close(self, client: _Client) -> None:
         # Forget the descriptor before closing it: once closed, its number can be
@@ -375,5 +487,5 @@ class ThreadWorker(Worker):
                 self._readable(client)
                 return
             client.deadline = monotonic() + (self.header_timeout if buf else self.keepalive)
-            self._park(client, _IN)
+            self._park(client, False)
             return

@@ -43,3 +43,13 @@ def upload(environ, start_response):
     body = str(len(environ["wsgi.input"].read())).encode()
     start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
     return [body]
+
+
+try:  # the gthread worker on poll(), as on platforms without epoll (macOS, BSD)
+    from supervise.workers.gthread import ThreadWorker, _Poll
+
+    class PollThreadWorker(ThreadWorker):
+        poller_class = _Poll
+
+except ImportError:  # pragma: no cover - only when supervise itself is broken
+    pass
