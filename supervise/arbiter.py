@@ -370,7 +370,7 @@ class Arbiter:
                 if now - rec.abort_sent > ABORT_GRACE:
                     self._kill_hard(rec)
                 continue
-            if now - slot.last_heartbeat > self.cfg.timeout:
+            if self.cfg.timeout > 0 and now - slot.last_heartbeat > self.cfg.timeout:
                 self.log.critical("WORKER TIMEOUT (pid:%s)", rec.pid)
                 rec.abort_sent = now
                 self._kill(rec.pid, signal.SIGABRT)

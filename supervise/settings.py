@@ -282,9 +282,11 @@ def _build() -> dict[str, Setting]:
         default=30,
         help="Kill and replace a worker silent for this many seconds. A worker that has "
         "not reported a heartbeat for that long is considered stuck: the master sends it "
-        "SIGABRT (it logs every thread's stack) and then SIGKILL, and starts a replacement. For "
-        "the sync worker this bounds how long "
-        "one request may run; the other workers report while requests run. 0 disables it.",
+        "SIGABRT (it logs every thread's stack) and then SIGKILL, and starts a replacement. "
+        "sync: this bounds how long one request may run. gthread: the worker counts as stuck "
+        "only when every thread has been in its current request this long (Gunicorn never "
+        "kills a gthread worker for slow requests). gevent: a greenlet that hogs the CPU this "
+        "long stops the heartbeat. 0 disables it.",
     )
     add(
         name="graceful_timeout",
@@ -412,7 +414,9 @@ def _build() -> dict[str, Setting]:
         help="Import the application in the master before forking the workers: workers "
         "start faster and share memory copy-on-write. The master's imports cannot be "
         "reloaded, so SIGHUP then reloads the configuration only; deploy new code with "
-        "SIGUSR2.",
+        "SIGUSR2. With -k gevent, patch in the config file before the app is imported "
+        "(`from gevent import monkey; monkey.patch_all()` at its top): the worker can only "
+        "patch after fork, too late for modules the master already imported.",
     )
     add(
         name="sendfile",
