@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from importlib.util import find_spec
 from pathlib import Path
 from signal import SIGKILL, SIGQUIT, SIGTERM
+from typing import Any
 
 import pytest
 
@@ -164,60 +165,70 @@ def supervise_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "supervise", *args]
 
 
+def launch(
+    args: list[str],
+    log: Path,
+    cwd: Path | str = APPS_DIR,
+    env: dict[str, str] | None = None,
+    unix: str | None = None,
+) -> Server:
+    """Start `supervise ARGS` (not waiting for it), its output going to ``log``.
+
+    Binds a free 127.0.0.1 port unless the args contain -b/--bind (or ``unix``
+    is given); runs in tests/apps so the test apps import by module name.
+    """
+    args = list(args)
+    port = None
+    if unix:
+        args[:0] = ["-b", f"unix:{unix}"]
+    elif not any(a in ("-b", "--bind") or a.startswith("--bind=") for a in args):
+        port = free_port()
+        args[:0] = ["-b", f"127.0.0.1:{port}"]
+    full_env = dict(os.environ)
+    full_env.pop("SUPERVISE_CMD_ARGS", None)
+    full_env.pop("WEB_CONCURRENCY", None)
+    full_env["PYTHONUNBUFFERED"] = "1"
+    full_env.update(env or {})
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            supervise_command(*args),
+            cwd=cwd,
+            env=full_env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    return Server(proc, "127.0.0.1", port, unix, log)
+
+
+def shutdown(server: Server) -> None:
+    """Stop a server and never leave workers behind, whatever the test did to it."""
+    if server.proc.poll() is None:
+        server.stop(SIGQUIT, timeout=10)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(server.proc.pid, SIGKILL)
+
+
 @pytest.fixture
 def start_server(tmp_path: Path) -> Iterator[Callable[..., Server]]:
     """Factory: start_server("echo_app:app", "-w", "2") -> a serving Server.
 
-    Binds a free 127.0.0.1 port unless the args contain -b/--bind; runs in
-    tests/apps so the test apps import by module name; the combined output goes
-    to a log file the test can read. Every server is stopped at teardown.
+    See launch() for the arguments; with wait=True (the default) it returns
+    once the server answers. Every server is stopped at teardown.
     """
     servers: list[Server] = []
 
-    def start(
-        *args: str,
-        wait: bool = True,
-        cwd: Path | str = APPS_DIR,
-        env: dict[str, str] | None = None,
-        unix: str | None = None,
-    ) -> Server:
-        args_list = list(args)
-        port = None
-        if unix:
-            args_list[:0] = ["-b", f"unix:{unix}"]
-        elif not any(a in ("-b", "--bind") or a.startswith("--bind=") for a in args_list):
-            port = free_port()
-            args_list[:0] = ["-b", f"127.0.0.1:{port}"]
-        log = tmp_path / f"server-{len(servers)}.log"
-        full_env = dict(os.environ)
-        full_env.pop("SUPERVISE_CMD_ARGS", None)
-        full_env.pop("WEB_CONCURRENCY", None)
-        full_env["PYTHONUNBUFFERED"] = "1"
-        full_env.update(env or {})
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(
-                supervise_command(*args_list),
-                cwd=cwd,
-                env=full_env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        server = Server(proc, "127.0.0.1", port, unix, log)
+    def start(*args: str, wait: bool = True, **options: Any) -> Server:
+        server = launch(list(args), tmp_path / f"server-{len(servers)}.log", **options)
         servers.append(server)
         if wait:
             server.wait_serving()
         return server
 
     yield start
-
     for server in servers:
-        if server.proc.poll() is None:
-            server.stop(SIGQUIT, timeout=10)
-        # Never leave workers behind, whatever the test did to the master.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(server.proc.pid, SIGKILL)
+        shutdown(server)
 
 
 # The WSGI worker classes the process-lifecycle suite runs against; each new

@@ -341,3 +341,11 @@ def test_address_in_use_is_a_clear_error(start_server):
     assert second.proc.wait(90) != 0  # after its retries
     assert "in use" in second.log().lower()
     assert first.is_serving()
+
+
+def test_timeout_zero_disables_the_heartbeat_check(start_server):
+    server = start_server("-w", "1", "--timeout", "0", APP)
+    (pid,) = server.wait_workers(1)
+    assert server.get("/sleep?1.5")[2] == b"slept"
+    assert server.workers() == [pid]
+    assert "WORKER TIMEOUT" not in server.log()

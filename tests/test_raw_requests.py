@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import socket
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from signal import SIGKILL, SIGQUIT
 
 import pytest
-from conftest import APPS_DIR, WSGI_WORKERS, Server, free_port, supervise_command
+from conftest import WSGI_WORKERS, Server, launch, shutdown
 from test_parser import INVALID_CHUNKED, INVALID_REQUESTS, VALID_REQUESTS, ids
 
 from supervise import _native
@@ -30,30 +27,13 @@ Response = tuple[int, dict[str, str], bytes]
 @contextlib.contextmanager
 def serve_echo(worker: str, log_dir: Path) -> Iterator[Server]:
     """One server for a whole module: starting one per case would dominate the run."""
-    port = free_port()
-    log = log_dir / "server.log"
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("SUPERVISE_CMD_ARGS", "WEB_CONCURRENCY")
-    }
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            supervise_command("-k", worker, "-b", f"127.0.0.1:{port}", ECHO_APP),
-            cwd=APPS_DIR,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    server = Server(proc, "127.0.0.1", port, None, log)
+    server = launch(["-k", worker, ECHO_APP], log_dir / "server.log")
     try:
         server.wait_serving()
         server.boot_workers = server.workers()  # type: ignore[attr-defined]
         yield server
     finally:
-        server.stop(SIGQUIT, timeout=10)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, SIGKILL)
+        shutdown(server)
 
 
 @pytest.fixture(scope="module", params=HTTP_WORKERS)

@@ -10,6 +10,7 @@ worker's scoreboard slot and sends it signals.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import random
 import signal
@@ -32,6 +33,11 @@ if TYPE_CHECKING:
 # Exit statuses the arbiter understands (same numbers as Gunicorn's).
 WORKER_BOOT_ERROR = 3
 APP_LOAD_ERROR = 4
+
+# accept() failures that concern one connection only: go on with the next one.
+ACCEPT_RETRY = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.EINTR})
+# Out of descriptors or memory: stop accepting for a moment instead of spinning.
+ACCEPT_BACKOFF = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
 class Worker:
@@ -270,6 +276,33 @@ class Worker:
         """
         with contextlib.suppress(OSError):
             os.kill(self.ppid, signal.SIGCHLD)
+
+    def accept_failed(self, exc: OSError) -> bool:
+        """Judge an accept() error: True means try the next connection, False
+        means pause accepting for a moment (logged); anything else is a bug and
+        is raised."""
+        if exc.errno in ACCEPT_RETRY:
+            return True
+        if exc.errno in ACCEPT_BACKOFF:
+            self.log.error("accept() failed: %s; pausing for a moment", exc)
+            return False
+        raise exc
+
+    def wrap_tls(self, sock: Any, addr: Any) -> Any:
+        """The accepted socket wrapped for TLS (handshake left to the caller), or
+        None when wrapping failed; the socket is then closed."""
+        assert self.ssl_context is not None
+        try:
+            return self.ssl_context.wrap_socket(
+                sock,
+                server_side=True,
+                do_handshake_on_connect=False,
+                suppress_ragged_eofs=self.cfg.suppress_ragged_eofs,
+            )
+        except (OSError, ValueError) as exc:
+            self.log.debug("TLS setup for %s failed: %s", addr, exc)
+            sock.close()
+            return None
 
     def set_active(self, count: int) -> None:
         self.slot.set_active(count)

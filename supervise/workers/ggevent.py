@@ -27,7 +27,6 @@ replaces the worker; a greenlet merely waiting on I/O does not.
 from __future__ import annotations
 
 import contextlib
-import errno
 import importlib
 import socket
 from time import monotonic
@@ -65,10 +64,6 @@ for _name in _PATCH_IMPORTS:
     with contextlib.suppress(ImportError):
         importlib.import_module(_name)
 
-# accept() failures that concern one connection only: try the next one.
-_ACCEPT_RETRY = {errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.EINTR}
-# Out of descriptors or memory: stop accepting for a moment instead of spinning.
-_ACCEPT_BACKOFF = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 _NEVER = float("inf")
 # What an idle connection's wait returns: data arrived, or the sweep closes it.
@@ -215,13 +210,10 @@ class GeventWorker(Worker):
                 except BlockingIOError:
                     break
                 except OSError as exc:
-                    if exc.errno in _ACCEPT_RETRY:
+                    if self.accept_failed(exc):
                         continue
-                    if exc.errno in _ACCEPT_BACKOFF:
-                        self.log.error("accept() failed: %s; pausing for a moment", exc)
-                        gevent.sleep(0.1)
-                        break
-                    raise
+                    gevent.sleep(0.1)
+                    break
                 sock = make_socket(family, type_, 0, fd)
                 # Blocks while worker_connections greenlets are busy: the rest wait
                 # in the backlog.
@@ -231,16 +223,8 @@ class GeventWorker(Worker):
     def _serve(self, sock: socket.socket, addr: Any, base: dict[str, Any]) -> None:
         sock.setblocking(False)
         if self.ssl_context is not None:
-            try:
-                sock = self.ssl_context.wrap_socket(
-                    sock,
-                    server_side=True,
-                    do_handshake_on_connect=False,
-                    suppress_ragged_eofs=self.cfg.suppress_ragged_eofs,
-                )
-            except (OSError, ValueError) as exc:
-                self.log.debug("TLS setup for %s failed: %s", addr, exc)
-                sock.close()
+            sock = self.wrap_tls(sock, addr)
+            if sock is None:
                 return
         conn = self.handler.connection(sock, addr, base)
         client = _Client()

@@ -20,7 +20,6 @@ stops beating and the arbiter replaces it, as it would a stuck sync worker.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import queue
 import select
@@ -36,11 +35,6 @@ from supervise.http.errors import error_response
 from supervise.http.wsgi import WSGIHandler
 from supervise.http.wsgi_response import Response
 from supervise.workers.base import Worker
-
-# accept() failures that concern one connection only: try the next one.
-_ACCEPT_RETRY = {errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.EINTR}
-# Out of descriptors or memory: stop accepting for a moment instead of spinning.
-_ACCEPT_BACKOFF = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 _NEVER = float("inf")
 
@@ -289,25 +283,14 @@ class ThreadWorker(Worker):
             except BlockingIOError:
                 break
             except OSError as exc:
-                if exc.errno in _ACCEPT_RETRY:
+                if self.accept_failed(exc):
                     continue
-                if exc.errno in _ACCEPT_BACKOFF:
-                    self.log.error("accept() failed: %s; pausing for a moment", exc)
-                    time.sleep(0.1)
-                    break
-                raise
+                time.sleep(0.1)
+                break
             sock.setblocking(False)
             if tls is not None:
-                try:
-                    sock = tls.wrap_socket(
-                        sock,
-                        server_side=True,
-                        do_handshake_on_connect=False,
-                        suppress_ragged_eofs=self.cfg.suppress_ragged_eofs,
-                    )
-                except (OSError, ValueError) as exc:
-                    self.log.debug("TLS setup for %s failed: %s", addr, exc)
-                    sock.close()
+                sock = self.wrap_tls(sock, addr)
+                if sock is None:
                     continue
             fd = sock.fileno()
             client = _Client(

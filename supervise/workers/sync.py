@@ -13,18 +13,12 @@ send, with no poll in between.
 
 from __future__ import annotations
 
-import errno
 import select
 import time
 from typing import Any
 
 from supervise.http.wsgi import WSGIHandler
 from supervise.workers.base import Worker
-
-# accept() failures that concern one connection only: try the next one.
-_ACCEPT_RETRY = {errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.EINTR}
-# Out of descriptors or memory: stop accepting for a moment instead of spinning.
-_ACCEPT_BACKOFF = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 
 class SyncWorker(Worker):
@@ -66,13 +60,10 @@ class SyncWorker(Worker):
                 except BlockingIOError:
                     return
                 except OSError as exc:
-                    if exc.errno in _ACCEPT_RETRY:
+                    if self.accept_failed(exc):
                         continue
-                    if exc.errno in _ACCEPT_BACKOFF:
-                        self.log.error("accept() failed: %s; pausing for a moment", exc)
-                        time.sleep(0.1)
-                        return
-                    raise
+                    time.sleep(0.1)
+                    return
                 if not active:
                     active = True
                     self.set_active(1)
@@ -94,17 +85,8 @@ class SyncWorker(Worker):
 
     def _serve_tls(self, handler: WSGIHandler, sock: Any, addr: Any, base: dict) -> None:
         sock.setblocking(False)
-        assert self.ssl_context is not None
-        try:
-            sock = self.ssl_context.wrap_socket(
-                sock,
-                server_side=True,
-                do_handshake_on_connect=False,
-                suppress_ragged_eofs=self.cfg.suppress_ragged_eofs,
-            )
-        except (OSError, ValueError) as exc:
-            self.log.debug("TLS setup for %s failed: %s", addr, exc)
-            sock.close()
+        sock = self.wrap_tls(sock, addr)
+        if sock is None:
             return
         conn = handler.connection(sock, addr, base)
         try:
