@@ -88,6 +88,10 @@ class Arbiter:
         self.start_cwd = os.getcwd()
         self.app: Any = None
         self.listeners: list[sockets.Listener] = []
+        # During a reload that changed --bind: what to restore or to close.
+        self.previous_listeners: list[sockets.Listener] | None = None
+        self.open_listeners: list[sockets.Listener] = []
+        self.systemd_sockets = False
         self.workers: dict[int, WorkerRecord] = {}
         self.scoreboard: Scoreboard | None = None
         self.sig_queue: list[int] = []
@@ -129,7 +133,10 @@ class Arbiter:
         loading.prepare_import_path(cfg.chdir, cfg.pythonpath)
         if cfg.preload_app:
             self.app = self._load_app_in_master()
+        # Sockets from systemd are its to manage: never rebound, never unlinked.
+        self.systemd_sockets = bool(sockets.systemd_fds(os.environ))
         self.listeners = sockets.create_listeners(cfg, self.log, os.environ)
+        self.open_listeners = list(self.listeners)
         scheme = "https" if cfg.is_ssl else "http"
         for listener in self.listeners:
             self.log.info("Listening at: %s (%s)", listener.url(scheme), self.pid)
@@ -298,8 +305,18 @@ class Arbiter:
             return
         finally:
             os.chdir(here)
+        if not self.systemd_sockets:
+            try:
+                listeners, _ = sockets.rebind(self.listeners, new_cfg.bind, new_cfg, self.log)
+            except sockets.BindError as exc:
+                self.log.error("Reload failed, configuration kept as it was: %s", exc)
+                systemd.notify("READY=1", "STATUS=reload failed: cannot bind")
+                return
+            if self.previous_listeners is None:  # else a reload is already under way
+                self.previous_listeners = self.listeners
+            self.open_listeners.extend(lis for lis in listeners if lis not in self.open_listeners)
+            self.listeners = listeners
         self.previous_cfg = self.cfg
-        old_binds = {listener.bind for listener in self.listeners}
         self.cfg = new_cfg
         self.worker_class = new_class
         self.log.setup(new_cfg)
@@ -307,12 +324,6 @@ class Arbiter:
         if new_cfg.chdir:
             with contextlib.suppress(OSError):
                 os.chdir(os.path.join(self.start_cwd, new_cfg.chdir))
-        if set(new_cfg.bind) != old_binds:
-            self.log.warning(
-                "bind changed on reload (%s -> %s): listeners are kept; use USR2 or a restart",
-                ", ".join(sorted(old_binds)),
-                ", ".join(new_cfg.bind),
-            )
         if self.app is not None:
             self.log.info(
                 "preload_app is on: HUP reloads the configuration only; deploy new code with USR2"
@@ -337,6 +348,9 @@ class Arbiter:
             fallback,
         )
         self.generation = fallback
+        if self.previous_listeners is not None:
+            self.listeners, self.previous_listeners = self.previous_listeners, None
+            self._close_unused_listeners()
         if self.previous_cfg is not None:
             self.cfg = self.previous_cfg
             self.worker_class = load_worker_class(self.cfg.worker_class_str)
@@ -409,11 +423,21 @@ class Arbiter:
                 self.serving_generation = gen
                 self.reloading = False
                 self.previous_cfg = None
+                self.previous_listeners = None
+                self._close_unused_listeners()
                 if first:
                     self.log.info("Ready: %d worker(s) serving", len(ready))
                 if was_reload:
                     self.log.info("Reload complete: generation %d serving", gen)
                 systemd.notify("READY=1", f"STATUS=generation {gen}: {len(ready)} workers serving")
+
+    def _close_unused_listeners(self) -> None:
+        """Close what a reload stopped listening on (old workers hold their own copies)."""
+        unused = [lis for lis in self.open_listeners if lis not in self.listeners]
+        for listener in unused:
+            self.log.info("No longer listening at: %s", listener.url())
+        sockets.close_listeners(unused, unlink=not self.master_pid)
+        self.open_listeners = list(self.listeners)
 
     def spawn_worker(self) -> None:
         assert self.scoreboard is not None
@@ -548,9 +572,12 @@ class Arbiter:
         self.stopping = True
         systemd.notify("STOPPING=1")
         # Unix sockets handed to a USR2 child, or to systemd, must stay.
-        unlink = not self.reexec_pid and not self.master_pid and not sockets.systemd_fds(os.environ)
-        sockets.close_listeners(self.listeners, unlink=unlink)
-        self.listeners = []
+        unlink = not self.reexec_pid and not self.master_pid and not self.systemd_sockets
+        opened = self.open_listeners + [
+            lis for lis in self.listeners if lis not in self.open_listeners
+        ]
+        sockets.close_listeners(opened, unlink=unlink)
+        self.listeners = self.open_listeners = []
         sig = signal.SIGTERM if graceful else signal.SIGQUIT
         limit = self.cfg.graceful_timeout if graceful else min(self.cfg.graceful_timeout, 5.0)
         for rec in self.workers.values():

@@ -209,6 +209,52 @@ def create_listeners(cfg: Any, log: Any, environ: MutableMapping[str, str]) -> l
     return listeners
 
 
+def _address_key(family: int, address: Any) -> tuple:
+    if family == socket.AF_UNIX:
+        return ("unix", address.decode() if isinstance(address, bytes) else address)
+    return (family, address[0], address[1])
+
+
+def _find(listeners: list[Listener], bind: str) -> Listener | None:
+    """The listener already serving ``bind``, compared by address, not by spelling."""
+    family, address = parse_address(bind)
+    if family == -1:
+        return next((lis for lis in listeners if lis.fileno() == address), None)
+    want = _address_key(family, address)
+    for listener in listeners:
+        have = _address_key(listener.family, listener.sock.getsockname())
+        # Port 0 asked for "any free port": the one picked earlier still fits.
+        if have == want or (want[0] != "unix" and want[2] == 0 and have[:2] == want[:2]):
+            return listener
+    return None
+
+
+def rebind(
+    current: list[Listener], binds: list[str], cfg: Any, log: Any
+) -> tuple[list[Listener], list[Listener]]:
+    """Listeners for ``binds`` after a reload: (wanted, newly bound).
+
+    Addresses already open are kept (their sockets never close, so nothing is
+    refused); new ones are bound now, so a bad new address fails the reload
+    before any worker is replaced.
+    """
+    wanted: list[Listener] = []
+    created: list[Listener] = []
+    try:
+        for bind in binds:
+            listener = _find(current, bind)
+            if listener is None:
+                listener = bind_listener(bind, cfg, log, retries=0)
+                created.append(listener)
+                log.info("Listening at: %s (%s)", listener.url(), os.getpid())
+            if listener not in wanted:
+                wanted.append(listener)
+    except BaseException:
+        close_listeners(created, unlink=True)
+        raise
+    return wanted, created
+
+
 def close_listeners(listeners: Iterable[Listener], unlink: bool = True) -> None:
     for listener in listeners:
         path = listener.name[5:] if listener.is_unix else None

@@ -171,17 +171,19 @@ def launch(
     cwd: Path | str = APPS_DIR,
     env: dict[str, str] | None = None,
     unix: str | None = None,
+    config_port: int | None = None,
 ) -> Server:
     """Start `supervise ARGS` (not waiting for it), its output going to ``log``.
 
-    Binds a free 127.0.0.1 port unless the args contain -b/--bind (or ``unix``
-    is given); runs in tests/apps so the test apps import by module name.
+    Binds a free 127.0.0.1 port unless the args contain -b/--bind, ``unix`` is
+    given, or ``config_port`` says the config file binds that port; runs in
+    tests/apps so the test apps import by module name.
     """
     args = list(args)
-    port = None
+    port = config_port
     if unix:
         args[:0] = ["-b", f"unix:{unix}"]
-    elif not any(a in ("-b", "--bind") or a.startswith("--bind=") for a in args):
+    elif port is None and not any(a in ("-b", "--bind") or a.startswith("--bind=") for a in args):
         port = free_port()
         args[:0] = ["-b", f"127.0.0.1:{port}"]
     full_env = dict(os.environ)

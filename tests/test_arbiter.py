@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from conftest import APPS_DIR, wait_until
+from conftest import APPS_DIR, free_port, wait_until
 
 APP = "lifecycle_app:app"
 
@@ -349,3 +350,27 @@ def test_timeout_zero_disables_the_heartbeat_check(start_server):
     assert server.get("/sleep?1.5")[2] == b"slept"
     assert server.workers() == [pid]
     assert "WORKER TIMEOUT" not in server.log()
+
+
+def test_hup_applies_a_changed_bind(start_server, tmp_path):
+    first_port, second_port = free_port(), free_port()
+    conf = tmp_path / "conf.py"
+    conf.write_text(f"bind = ['127.0.0.1:{first_port}']\nworkers = 2\n")
+    server = start_server("-c", str(conf), APP, config_port=first_port)
+    conf.write_text(f"bind = ['127.0.0.1:{second_port}']\nworkers = 2\n")
+    server.signal(signal.SIGHUP)
+    server.wait_for_log(f"No longer listening at: http://127.0.0.1:{first_port}")
+    server.port = second_port
+    assert server.get("/")[2] == b"ok"
+    server.port = first_port
+    wait_until(lambda: not server.is_serving())  # once the old generation has gone
+
+    # An address that cannot be bound fails the reload and changes nothing.
+    blocker = socket.create_server(("127.0.0.1", 0))
+    taken = blocker.getsockname()[1]
+    conf.write_text(f"bind = ['127.0.0.1:{taken}']\nworkers = 2\n")
+    server.signal(signal.SIGHUP)
+    server.wait_for_log("Reload failed, configuration kept")
+    server.port = second_port
+    assert server.get("/")[2] == b"ok"
+    blocker.close()
