@@ -49,8 +49,10 @@ def start_reloader(worker: Worker) -> threading.Thread | None:
         return path.endswith(WATCHED_SUFFIXES) or path in extra
 
     def watch() -> None:
+        paths = _watch_paths(worker)
+        worker.log.info("Reloader: watching %s for changes", ", ".join(paths))
         for changes in watchfiles.watch(
-            *_watch_paths(worker),
+            *paths,
             watch_filter=wanted,
             stop_event=stop,
             debounce=200,

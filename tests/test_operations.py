@@ -48,8 +48,8 @@ def test_reload_option_replaces_workers_on_change(start_server, tmp_path):
     app_dir.mkdir()
     shutil.copy(APPS_DIR / "lifecycle_app.py", app_dir)
     server = start_server("--reload", "-w", "2", APP, cwd=app_dir)
-    server.wait_workers(2)
-    time.sleep(0.5)  # let the watcher start
+    server.wait_for_log("Reloader: watching")
+    time.sleep(0.5)  # changes made before the watcher is set up are not seen
     source = app_dir / "lifecycle_app.py"
     source.write_text(source.read_text().replace('VERSION = "1"', 'VERSION = "2"'))
     server.wait_for_log("Reload complete")
