@@ -182,6 +182,7 @@ class ThreadWorker(Worker):
         # and while the main thread closes a parked one, so that it never closes a
         # descriptor a pool thread is about to arm: the number could be reused by then.
         self.park_lock = threading.Lock()
+        self.count_lock = threading.Lock()
         # Other threads write here to wake the main thread: a closed connection makes
         # room to accept again, or (poll) a connection was handed back.
         self._room_r, self._room_w = os.pipe()
@@ -214,6 +215,11 @@ class ThreadWorker(Worker):
             if not self.clients:
                 for thread in threads:
                     thread.join(1.0)
+
+    def request_done(self) -> None:
+        # Pool threads finish requests concurrently: keep max_requests exact.
+        with self.count_lock:
+            super().request_done()
 
     def handle_term(self, signum: int, frame: Any) -> None:
         super().handle_term(signum, frame)
