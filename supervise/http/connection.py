@@ -232,6 +232,26 @@ class Connection:
             ):
                 raise ClientTimeout("TLS handshake not complete within header_timeout")
 
+    def has_input(self) -> bool:
+        """Bytes (or the client's EOF) are waiting to be read, right now.
+
+        A worker closing idle keep-alive connections on a graceful stop asks
+        first: a client may have sent its next request already, and closing
+        then would drop it (and reset the connection) instead of answering it
+        with ``Connection: close``.
+        """
+        if self.buf:
+            return True
+        pending = getattr(self.sock, "pending", None)  # bytes TLS already decrypted
+        if pending is not None and pending():
+            return True
+        if hasattr(select, "poll"):
+            poller = select.poll()
+            poller.register(self.sock.fileno(), select.POLLIN)
+            return bool(poller.poll(0))
+        # gevent's patched select module has no poll(); its select() has no fd limit.
+        return bool(select.select([self.sock], [], [], 0)[0])
+
     def close(self) -> None:
         if self.linger:
             self.linger = False

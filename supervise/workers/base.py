@@ -34,6 +34,11 @@ if TYPE_CHECKING:
 WORKER_BOOT_ERROR = 3
 APP_LOAD_ERROR = 4
 
+# On a graceful stop, a kept-alive connection idle for less than this may be
+# about to carry the client's next request: it is answered (with
+# "Connection: close") rather than closed under the request.
+IDLE_GRACE_ON_STOP = 0.2
+
 # accept() failures that concern one connection only: go on with the next one.
 ACCEPT_RETRY = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.EINTR})
 # Out of descriptors or memory: stop accepting for a moment instead of spinning.

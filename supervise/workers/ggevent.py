@@ -42,7 +42,7 @@ from gevent.socket import wait_read, wait_write
 from supervise.http.connection import Connection
 from supervise.http.wsgi import WSGIHandler
 from supervise.http.wsgi_response import Response
-from supervise.workers.base import Worker
+from supervise.workers.base import IDLE_GRACE_ON_STOP, Worker
 
 # What monkey.patch_all() imports in every worker, imported once here in the master
 # (fork shares it): a worker then boots in tens of milliseconds instead of hundreds.
@@ -175,6 +175,8 @@ class GeventWorker(Worker):
             for client in list(self.clients):
                 if client.waiter is not None and client.deadline < now:
                     self._wake(client, _CLOSE)
+            if not self.alive:
+                self._close_idle()
             self.set_active(len(self.clients))
             gevent.sleep(tick)
 
@@ -190,8 +192,10 @@ class GeventWorker(Worker):
         request is answered (with ``Connection: close``) unless header_timeout
         runs out first.
         """
+        now = monotonic()
         for client in list(self.clients):
-            if client.waiter is not None and client.served:
+            idle = now - (client.deadline - self.keepalive)
+            if client.waiter is not None and client.served and idle >= IDLE_GRACE_ON_STOP:
                 self._wake(client, _CLOSE)
 
     # -- accepting -------------------------------------------------------------------
@@ -264,7 +268,9 @@ class GeventWorker(Worker):
                 finally:
                     io.stop()
                     client.waiter = None
-                if ready is not _READY:
+                # Told to close (stopping, or idle past keep-alive): unless the
+                # next request is already here, then it is answered first.
+                if ready is not _READY and not conn.has_input():
                     return
             keep_alive = (
                 keepalive
@@ -273,6 +279,9 @@ class GeventWorker(Worker):
                 # At worker_connections, keep-alive would keep new clients waiting.
                 and len(self.clients) < self.max_clients
             )
-            if not handle(conn, keep_alive) or not self.alive:
+            # A response that promised keep-alive before a stop began is followed
+            # by the grace for idle connections, not by a close under the
+            # client's next request.
+            if not handle(conn, keep_alive):
                 return
             client.served = True

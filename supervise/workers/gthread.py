@@ -34,7 +34,7 @@ from supervise.http.connection import HEAD_RECV_SIZE, Connection
 from supervise.http.errors import error_response
 from supervise.http.wsgi import WSGIHandler
 from supervise.http.wsgi_response import Response
-from supervise.workers.base import Worker
+from supervise.workers.base import IDLE_GRACE_ON_STOP, Worker
 
 _NEVER = float("inf")
 
@@ -390,7 +390,12 @@ class ThreadWorker(Worker):
                             error_response(408, "request head not complete within header_timeout")
                         )
                 self._close_parked(client)
-            elif stopping and client.served and not conn.buf:
+            elif (
+                stopping
+                and client.served
+                and not conn.has_input()
+                and now - (client.deadline - self.keepalive) >= IDLE_GRACE_ON_STOP
+            ):
                 self._close_parked(client)
 
     def _close_parked(self, client: _Client) -> None:
@@ -464,7 +469,10 @@ class ThreadWorker(Worker):
                 and len(self.clients) < self.max_clients
             )
             started[index] = monotonic()
-            if not handle(conn, keep_alive) or not self.alive:
+            # A response that promised keep-alive before a stop began is followed
+            # by the grace for idle connections, not by a close under the
+            # client's next request (the sweep closes it once idle).
+            if not handle(conn, keep_alive):
                 self._close(client)
                 return
             client.served = True
