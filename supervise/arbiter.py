@@ -11,10 +11,8 @@ is printed once and the old generation (or, at start, nobody) is left as is.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import random
-import select
 import signal
 import sys
 import time
@@ -22,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from supervise import SERVER_SOFTWARE, loading, process, sockets, systemd
 from supervise.scoreboard import Scoreboard, State
+from supervise.signals import SignalQueue
 from supervise.workers import load_worker_class
 from supervise.workers.base import APP_LOAD_ERROR, WORKER_BOOT_ERROR
 
@@ -30,20 +29,6 @@ if TYPE_CHECKING:
     from supervise.workers.base import Worker
 
 MASTER_PID_ENV = "SUPERVISE_MASTER_PID"
-SIGNAL_NAMES = {
-    getattr(signal, name): name[3:]
-    for name in [
-        "SIGHUP",
-        "SIGQUIT",
-        "SIGINT",
-        "SIGTERM",
-        "SIGTTIN",
-        "SIGTTOU",
-        "SIGUSR1",
-        "SIGUSR2",
-        "SIGWINCH",
-    ]
-}
 # How long a worker that ignored SIGABRT gets before SIGKILL.
 ABORT_GRACE = 2.0
 MAX_RESPAWN_DELAY = 30.0
@@ -94,7 +79,7 @@ class Arbiter:
         self.systemd_sockets = False
         self.workers: dict[int, WorkerRecord] = {}
         self.scoreboard: Scoreboard | None = None
-        self.sig_queue: list[int] = []
+        self.signals = SignalQueue()
         self.pidfile: process.Pidfile | None = None
         self.worker_class: type[Worker] = load_worker_class(cfg.worker_class_str)
         self.num_workers = cfg.workers
@@ -109,7 +94,6 @@ class Arbiter:
         self.next_spawn_at = 0.0
         self.worker_age = 0
         self.stopping = False
-        self._wakeup_r = self._wakeup_w = -1
 
     # -- properties used by hooks (Gunicorn-compatible names) ---------------
     @property
@@ -125,7 +109,7 @@ class Arbiter:
         os.umask(cfg.umask)
         self.log.info("Starting %s", SERVER_SOFTWARE)
         cfg.on_starting(self)
-        self._init_signals()
+        self.signals.install()
         if cfg.pidfile:
             self.pidfile = process.Pidfile(cfg.pidfile)
             self.pidfile.create(self.pid)
@@ -170,26 +154,6 @@ class Arbiter:
             role = "master" if not self.master_pid else "master (new, USR2)"
             setproctitle(f"supervise: {role} [{self.cfg.proc_name}]")
 
-    def _init_signals(self) -> None:
-        r, w = os.pipe()
-        for fd in (r, w):
-            os.set_blocking(fd, False)
-            os.set_inheritable(fd, False)
-        self._wakeup_r, self._wakeup_w = r, w
-        signal.set_wakeup_fd(w)
-        for sig in SIGNAL_NAMES:
-            signal.signal(sig, self._queue_signal)
-        signal.signal(signal.SIGCHLD, self._on_sigchld)
-
-    def _queue_signal(self, signum: int, frame: Any) -> None:
-        # Queued HUPs (e.g. a burst from --reload) collapse into one reload;
-        # TTIN/TTOU count, so three TTINs add three workers.
-        if len(self.sig_queue) < 16 and not (signum == signal.SIGHUP and signum in self.sig_queue):
-            self.sig_queue.append(signum)
-
-    def _on_sigchld(self, signum: int, frame: Any) -> None:
-        pass  # the wake-up fd already interrupted select; reaping happens in the loop
-
     # -- the loop ------------------------------------------------------------------
     def run(self) -> None:
         """Run until stopped; exits the process with the right status."""
@@ -197,9 +161,8 @@ class Arbiter:
             self.start()
             while True:
                 self._reap_workers()
-                if self.sig_queue:
-                    sig = self.sig_queue.pop(0)
-                    name = SIGNAL_NAMES[sig]
+                name = self.signals.pop()
+                if name is not None:
                     self.log.info("Handling signal: %s", name.lower())
                     getattr(self, f"handle_{name.lower()}")()
                     continue
@@ -226,17 +189,7 @@ class Arbiter:
     def _sleep(self) -> None:
         # Poll fast while something is changing, slowly when all is steady.
         busy = self.reloading or any(not rec.ready or rec.stopping for rec in self.workers.values())
-        timeout = 0.05 if busy else 1.0
-        try:
-            ready, _, _ = select.select([self._wakeup_r], [], [], timeout)
-        except OSError as exc:
-            if exc.errno != errno.EINTR:
-                raise
-            return
-        if ready:
-            with contextlib.suppress(OSError):
-                while os.read(self._wakeup_r, 4096):
-                    pass
+        self.signals.wait(0.05 if busy else 1.0)
 
     def _halt(self, status: int, reason: str | None = None) -> None:
         self._stop(graceful=False)
@@ -477,10 +430,7 @@ class Arbiter:
         try:
             worker.pid = os.getpid()
             worker.slot.set_pid(worker.pid)
-            signal.set_wakeup_fd(-1)
-            for fd in (self._wakeup_r, self._wakeup_w):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+            self.signals.close_in_child()
             self.workers.clear()
             process.drop_privileges(self.cfg.uid, self.cfg.gid, self.cfg.initgroups)
             self.cfg.post_fork(self, worker)
