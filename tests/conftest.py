@@ -48,6 +48,15 @@ def children_of(pid: int) -> list[int]:
     return sorted(kids)
 
 
+def read_until_closed(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection (a reset counts as closed)."""
+    chunks = []
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def wait_until(predicate: Callable[[], object], timeout: float = 15.0, interval: float = 0.05):
     """Poll until predicate() is truthy; return its value or fail the test."""
     deadline = time.monotonic() + timeout

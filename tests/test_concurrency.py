@@ -14,7 +14,7 @@ import threading
 import time
 
 import pytest
-from conftest import APPS_DIR, wait_until
+from conftest import APPS_DIR, read_until_closed, wait_until
 from test_keepalive import APPS, KEEPALIVE_WORKERS, Client, installed
 
 SLOWLORIS_HEAD = b"GET / HTTP/1.1\r\nHost: t\r\n"
@@ -23,16 +23,6 @@ SLOWLORIS_HEAD = b"GET / HTTP/1.1\r\nHost: t\r\n"
 @pytest.fixture(params=KEEPALIVE_WORKERS)
 def keepalive_worker(request: pytest.FixtureRequest) -> str:
     return installed(request.param)
-
-
-def read_until_closed(sock: socket.socket) -> bytes:
-    chunks = []
-    try:
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    except ConnectionResetError:
-        pass
-    return b"".join(chunks)
 
 
 def concurrent_requests(server, n: int, query: str) -> tuple[float, list[bytes]]:

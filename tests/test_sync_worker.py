@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 import signal
-import socket
 import threading
 
+from conftest import read_until_closed
+
 APP = "wsgi_apps"
-
-
-def read_all(sock: socket.socket) -> bytes:
-    chunks = []
-    try:
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    except ConnectionResetError:
-        pass
-    return b"".join(chunks)
 
 
 def test_two_workers_serve(start_server):
@@ -36,7 +27,7 @@ def test_every_response_closes_the_connection(start_server):
     with server.connect() as sock:
         # Two pipelined requests: the sync worker answers the first and closes.
         sock.sendall(b"GET /1 HTTP/1.1\r\nHost: t\r\n\r\nGET /2 HTTP/1.1\r\nHost: t\r\n\r\n")
-        raw = read_all(sock)
+        raw = read_until_closed(sock)
     assert raw.count(b"HTTP/1.1 200 OK") == 1
     assert b"Connection: close\r\n" in raw
 
@@ -47,11 +38,11 @@ def test_header_timeout_closes_a_slowloris(start_server):
     with server.connect(timeout=20) as sock:
         sock.sendall(b"GET / HTTP/1.1\r\nHost: t\r\nX-Slow: ")
         # Never finish the head: the server gives up and says so.
-        raw = read_all(sock)
+        raw = read_until_closed(sock)
     assert raw.startswith(b"HTTP/1.1 408 ")
     # A client that connects and sends nothing is dropped silently.
     with server.connect(timeout=20) as sock:
-        assert read_all(sock) == b""
+        assert read_until_closed(sock) == b""
     assert server.get("/")[0] == 200
     assert server.workers() == worker
 
@@ -60,7 +51,7 @@ def test_body_timeout_answers_408(start_server):
     server = start_server(f"{APP}:echo", "--body-timeout", "1")
     with server.connect(timeout=20) as sock:
         sock.sendall(b"POST /?mode=read HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc")
-        raw = read_all(sock)
+        raw = read_until_closed(sock)
     assert raw.startswith(b"HTTP/1.1 408 ")
     assert server.get("/?mode=read", method="POST", body=b"abc")[0] == 200
 

@@ -14,6 +14,7 @@ import re
 import socket
 
 import pytest
+from conftest import read_until_closed
 
 APP = "wsgi_apps"
 
@@ -62,9 +63,7 @@ def test_environ_basics(start_server):
             b"GET /some/path?x=1&y=%20 HTTP/1.1\r\nHost: example.test:8080\r\n"
             b"User-Agent: tester\r\n\r\n"
         )
-        raw = b""
-        while chunk := sock.recv(65536):
-            raw += chunk
+        raw = read_until_closed(sock)
     status, _, body = split_response(raw)
     assert status == "HTTP/1.1 200 OK"
     env = json.loads(body)
@@ -190,9 +189,7 @@ def test_expect_100_continue(start_server):
         interim = sock.recv(1024)
         assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
         sock.sendall(b"hello")
-        raw = b""
-        while chunk := sock.recv(65536):
-            raw += chunk
+        raw = read_until_closed(sock)
     status, _, body = split_response(raw)
     assert status == "HTTP/1.1 200 OK"
     assert json.loads(body)["parts"] == ["hello"]
@@ -432,9 +429,7 @@ def test_unix_socket_peer(start_server, tmp_path):
         sock.settimeout(10)
         sock.connect(path)
         sock.sendall(b"GET /u HTTP/1.1\r\nHost: local\r\n\r\n")
-        raw = b""
-        while chunk := sock.recv(65536):
-            raw += chunk
+        raw = read_until_closed(sock)
     status, _, body = split_response(raw)
     assert status == "HTTP/1.1 200 OK"
     env = json.loads(body)
