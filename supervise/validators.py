@@ -240,38 +240,27 @@ def _worker_class(value: Any) -> str:
 WORKER_CLASS = Check("str", _worker_class)
 
 
-def _user(value: Any) -> int:
-    if value is None:
-        return os.geteuid()
-    if _is_int(value):
-        return value
-    name = _str(value)
-    if name.isdigit():
-        return int(name)
-    try:
-        return pwd.getpwnam(name).pw_uid
-    except KeyError:
-        raise Invalid(f"no such user {name!r}") from None
+def _account_id(kind: str, current: Callable[[], int], lookup: Callable[[str], int]) -> Check:
+    """A user or group given by name or number; None means the one we run as."""
+
+    def check(value: Any) -> int:
+        if value is None:
+            return current()
+        if _is_int(value):
+            return value
+        name = _str(value)
+        if name.isdigit():
+            return int(name)
+        try:
+            return lookup(name)
+        except KeyError:
+            raise Invalid(f"no such {kind} {name!r}") from None
+
+    return Check("int", check)
 
 
-USER = Check("int", _user)
-
-
-def _group(value: Any) -> int:
-    if value is None:
-        return os.getegid()
-    if _is_int(value):
-        return value
-    name = _str(value)
-    if name.isdigit():
-        return int(name)
-    try:
-        return grp.getgrnam(name).gr_gid
-    except KeyError:
-        raise Invalid(f"no such group {name!r}") from None
-
-
-GROUP = Check("int", _group)
+USER = _account_id("user", os.geteuid, lambda name: pwd.getpwnam(name).pw_uid)
+GROUP = _account_id("group", os.getegid, lambda name: grp.getgrnam(name).gr_gid)
 
 
 def _umask(value: Any) -> int:
