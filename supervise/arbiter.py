@@ -16,6 +16,7 @@ import random
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from supervise import SERVER_SOFTWARE, loading, process, sockets, systemd
@@ -63,11 +64,16 @@ class WorkerRecord:
 class Arbiter:
     """Owns the listeners and the signals; forks, watches and replaces workers."""
 
-    def __init__(self, cfg: Config, argv: list[str] | None = None) -> None:
+    def __init__(
+        self, cfg: Config, *, argv: list[str], reload_config: Callable[[], Config]
+    ) -> None:
+        """``argv`` starts a new master on USR2; ``reload_config`` reads the
+        configuration again on HUP (it may raise: the reload then fails)."""
         from supervise.logs import Logger
 
         self.cfg = cfg
-        self.argv = list(sys.argv[1:] if argv is None else argv)
+        self.argv = list(argv)
+        self.reload_config = reload_config
         self.log = Logger(cfg)
         self.pid = os.getpid()
         self.start_cwd = os.getcwd()
@@ -243,14 +249,12 @@ class Arbiter:
 
     # -- reload (HUP) ---------------------------------------------------------------
     def reload(self) -> None:
-        from supervise.cli import load_config
-
         systemd.reloading()
         here = os.getcwd()
         try:
             # Relative -c and --chdir paths mean what they meant at start.
             os.chdir(self.start_cwd)
-            new_cfg = load_config(self.argv, os.environ)
+            new_cfg = self.reload_config()
             new_class = load_worker_class(new_cfg.worker_class_str)
         except (Exception, SystemExit) as exc:
             self.log.error("Reload failed, configuration kept as it was: %s", exc)

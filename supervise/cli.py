@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> None:
     from supervise.workers import WorkerClassError
 
     try:
-        Arbiter(cfg, args).run()
+        Arbiter(cfg, argv=args, reload_config=lambda: load_config(args, os.environ)).run()
     except ConfigError as exc:  # e.g. a log file that cannot be opened at startup
         _fail(str(exc), 2)
     except WorkerClassError as exc:  # -k names a class that cannot be imported

@@ -143,18 +143,27 @@ def detect_interface(app: Any) -> str | None:
     return None
 
 
-_WORKER_HINT = {"wsgi": "sync, gthread or gevent", "asgi": "asgi", "rsgi": "rsgi"}
-
-
 def check_interface(app: Any, uri: str, interface: str, worker_class: str) -> None:
     """Refuse an app the worker class cannot serve, saying which -k fits."""
     found = detect_interface(app)
     if found is None or found == interface:
         return
     raise AppLoadError(
-        f"{uri!r} is an {found.upper()} application but worker class {worker_class!r} "
-        f"serves {interface.upper()}; use -k {_WORKER_HINT[found]}"
+        f"{uri!r} is {'a' if found == 'wsgi' else 'an'} {found.upper()} application but "
+        f"worker class {worker_class!r} "
+        f"serves {interface.upper()}; {_worker_hint(found)}"
     )
+
+
+def _worker_hint(interface: str) -> str:
+    from supervise.workers import names_for
+
+    fitting = names_for(interface)
+    if not fitting:
+        return f"this version of supervise has no {interface.upper()} worker class yet"
+    if len(fitting) == 1:
+        return f"use -k {fitting[0]}"
+    return f"use -k {', '.join(fitting[:-1])} or {fitting[-1]}"
 
 
 def load_app(cfg: Any) -> Any:

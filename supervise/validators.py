@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from supervise.workers import WORKERS
+
 
 class ConfigError(Exception):
     """A bad setting; the message is one line naming the setting and what is allowed."""
@@ -202,7 +204,6 @@ def _addr_list(value: Any) -> list[str]:
 ADDRESSES = Check("list of str", _addr_list)
 
 
-_SHORT_WORKERS = ("sync", "gthread", "gevent", "asgi", "rsgi")
 # Worker classes commonly named in gunicorn.conf.py files, and ours that do the same job.
 _GUNICORN_WORKERS = {
     "gunicorn.workers.sync.SyncWorker": "sync",
@@ -227,13 +228,15 @@ def _worker_class(value: Any) -> str:
             )
         return f"{value.__module__}:{value.__qualname__}"
     name = _str(value)
-    name = _GUNICORN_WORKERS.get(name, name)
-    if name in _SHORT_WORKERS or _DOTTED.fullmatch(name):
+    if _GUNICORN_WORKERS.get(name) in WORKERS:
+        name = _GUNICORN_WORKERS[name]
+    if name in WORKERS or _DOTTED.fullmatch(name):
         return name
+    *others, last = WORKERS
     # ConfigError, not Invalid: the message names the setting already, so it goes out as is.
     raise ConfigError(
-        f"unknown worker class {name!r}: use {', '.join(_SHORT_WORKERS[:-1])} "
-        f"or {_SHORT_WORKERS[-1]}, or a dotted path to a Worker subclass"
+        f"unknown worker class {name!r}: use {', '.join(others)} or {last}, "
+        "or a dotted path to a Worker subclass"
     )
 
 

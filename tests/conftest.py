@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from supervise.workers import WORKERS, names_for
+
 TESTS_DIR = Path(__file__).parent
 APPS_DIR = TESTS_DIR / "apps"
 REPO_DIR = TESTS_DIR.parent
@@ -242,16 +244,21 @@ def start_server(tmp_path: Path) -> Iterator[Callable[..., Server]]:
         shutdown(server)
 
 
-# The WSGI worker classes the process-lifecycle suite runs against; each new
-# WSGI worker class joins this list instead of getting a copy of the tests.
-WSGI_WORKERS = [
-    "sync",
-    "gthread",
-    pytest.param(
-        "gevent",
-        marks=pytest.mark.skipif(not find_spec("gevent"), reason="gevent is not installed"),
-    ),
-]
+def worker_params(interface: str) -> list[Any]:
+    """The registry's worker classes for ``interface`` as test parameters; one
+    whose optional dependency is missing is skipped, with the reason."""
+    params = []
+    for name in names_for(interface):
+        extra = WORKERS[name].extra
+        missing = bool(extra) and not find_spec(extra)
+        reason = f"{extra} is not installed"
+        params.append(pytest.param(name, marks=pytest.mark.skipif(missing, reason=reason)))
+    return params
+
+
+# The WSGI worker classes the process-lifecycle suite runs against: a new worker
+# class joins the registry (supervise/workers/__init__.py), not a copy of the tests.
+WSGI_WORKERS = worker_params("wsgi")
 
 
 @pytest.fixture(params=WSGI_WORKERS)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import supervise
+from supervise.workers import WORKERS
 
 WSGI_APP = """
 def app(environ, start_response):
@@ -144,7 +145,8 @@ def test_unknown_worker_class_exits_2(tmp_path: Path) -> None:
     assert result.returncode == 2
     line = one_line_error(result)
     assert "unknown worker class 'foo'" in line
-    assert "sync, gthread, gevent, asgi or rsgi" in line
+    *others, last = WORKERS
+    assert f"{', '.join(others)} or {last}" in line
 
 
 def test_unknown_option_exits_2(tmp_path: Path) -> None:
@@ -231,11 +233,12 @@ def test_check_config_missing_module_exits_1(tmp_path: Path) -> None:
 
 
 def test_check_config_interface_mismatch_exits_1(tmp_path: Path) -> None:
-    write(tmp_path / "hello_asgi.py", ASGI_APP)
-    write(tmp_path / "hello_worker.py", CUSTOM_WORKER)
-    result = run("--check-config", "-k", "hello_worker.HelloWorker", "hello_asgi:app", cwd=tmp_path)
+    write(tmp_path / "hello.py", WSGI_APP)
+    write(tmp_path / "hello_worker.py", CUSTOM_WORKER.replace('"wsgi"', '"asgi"'))
+    result = run("--check-config", "-k", "hello_worker.HelloWorker", "hello:app", cwd=tmp_path)
     assert result.returncode == 1
-    assert "-k asgi" in result.stderr
+    assert "is a WSGI application" in result.stderr
+    assert "use -k sync, gthread or gevent" in result.stderr
 
 
 def test_check_config_uses_the_config_file_app(tmp_path: Path) -> None:

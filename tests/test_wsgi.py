@@ -16,6 +16,8 @@ import socket
 import pytest
 from conftest import read_until_closed
 
+from supervise.http.state import ServeState
+
 APP = "wsgi_apps"
 
 
@@ -474,6 +476,7 @@ class _Worker:
         self.log = _Log()
         self.app = app
         self.ssl_context = None
+        self.state = ServeState()
         self.requests = 0
 
     def request_done(self) -> None:

@@ -90,6 +90,7 @@ class WSGIHandler:
     def __init__(self, worker: Worker, *, multithread: bool = False) -> None:
         cfg = worker.cfg
         self.worker = worker
+        self.state = worker.state
         self.app = worker.app
         self.log = worker.log
         self.cfg = cfg
@@ -182,7 +183,9 @@ class WSGIHandler:
 
     def _serve(self, conn: Connection, req: Any, keep_alive: bool) -> bool:
         environ = req.wsgi_environ(conn.environ)
-        resp = Response(conn, req.http_version, keep_alive and req.keep_alive, req.method == "HEAD")
+        resp = Response(
+            conn, self.state, req.http_version, keep_alive and req.keep_alive, req.method == "HEAD"
+        )
         length = req.content_length
         if req.chunked:
             body: Any = WSGIInput(

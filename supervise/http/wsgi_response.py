@@ -14,13 +14,14 @@ import io
 import os
 import stat
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from supervise._native import response_head
 from supervise.http.errors import ClientError, error_response, phrase
 
 if TYPE_CHECKING:
     from supervise.http.connection import Connection
+    from supervise.http.state import ServeState
 
 _LAST_CHUNK = b"0\r\n\r\n"
 
@@ -63,6 +64,7 @@ class Response:
         "_conn",
         "_is_head",
         "_length",
+        "_state",
         "_version",
         "head_sent",
         "headers",
@@ -72,13 +74,13 @@ class Response:
         "status_code",
     )
 
-    # Set on the class by a worker asked to stop (gthread, gevent): a response whose
-    # head is not sent yet then closes its connection instead of inviting another
-    # request to a worker that is going away.
-    closing: ClassVar[bool] = False
-
-    def __init__(self, conn: Connection, version: str, keep_alive: bool, is_head: bool) -> None:
+    def __init__(
+        self, conn: Connection, state: ServeState, version: str, keep_alive: bool, is_head: bool
+    ) -> None:
         self._conn = conn
+        # Once the worker is stopping, a response whose head is not sent yet closes
+        # its connection instead of inviting another request to a worker going away.
+        self._state = state
         self._version = version
         self._is_head = is_head
         self.keep_alive = keep_alive
@@ -114,23 +116,13 @@ class Response:
         status = self.status
         if status is None:
             raise AssertionError("the application did not call start_response()")
-        if self.closing:
+        if self._state.stopping:
             self.keep_alive = False
-        headers = self.headers
-        version = self._version
         head, length, chunked, keep_alive = response_head(
-            status, headers, version, self.keep_alive, self._is_head
+            status, self.headers, self._version, self.keep_alive, self._is_head, known_length
         )
         code = int(status[:3])
         body = not self._is_head and code >= 200 and code != 204 and code != 304
-        if length < 0 and known_length >= 0 and body:
-            head, length, chunked, keep_alive = response_head(
-                status,
-                [*headers, ("Content-Length", str(known_length))],
-                version,
-                self.keep_alive,
-                self._is_head,
-            )
         self.status_code = code
         self._length = length
         self._chunked = chunked

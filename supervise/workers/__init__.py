@@ -1,23 +1,38 @@
-"""Worker classes by short name; ``-k`` also takes a dotted path to a third-party class."""
+"""The one registry of worker classes; ``-k`` also takes a dotted path to a third-party class.
+
+Everything that needs the list of worker classes (the ``-k`` validator, the
+interface hints of loading.py, the tests' worker lists) derives it from
+``WORKERS``. Only classes that exist are listed: a worker class lands here in
+the same commit as its module.
+"""
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from supervise.workers.base import Worker
 
-WORKER_CLASSES = {
-    "sync": "supervise.workers.sync:SyncWorker",
-    "gthread": "supervise.workers.gthread:ThreadWorker",
-    "gevent": "supervise.workers.ggevent:GeventWorker",
-    "asgi": "supervise.workers.asgi:AsgiWorker",
-    "rsgi": "supervise.workers.rsgi:RsgiWorker",
+
+class WorkerSpec(NamedTuple):
+    """A built-in worker class: where it lives and what it serves."""
+
+    target: str  # "module:Class", imported only when the class is used
+    interface: str  # "wsgi" | "asgi" | "rsgi"
+    extra: str | None = None  # the optional dependency set it needs, if any
+
+
+WORKERS: dict[str, WorkerSpec] = {
+    "sync": WorkerSpec("supervise.workers.sync:SyncWorker", "wsgi"),
+    "gthread": WorkerSpec("supervise.workers.gthread:ThreadWorker", "wsgi"),
+    "gevent": WorkerSpec("supervise.workers.ggevent:GeventWorker", "wsgi", extra="gevent"),
 }
 
-# What to install when a worker's optional dependency is missing.
-_EXTRAS = {"gevent": "pip install 'supervise[gevent]'"}
+
+def names_for(interface: str) -> list[str]:
+    """The short names of the built-in classes that serve ``interface``."""
+    return [name for name, spec in WORKERS.items() if spec.interface == interface]
 
 
 class WorkerClassError(Exception):
@@ -27,27 +42,25 @@ class WorkerClassError(Exception):
 def load_worker_class(name: str) -> type[Worker]:
     from supervise.workers.base import Worker
 
-    target = WORKER_CLASSES.get(name, name)
+    spec = WORKERS.get(name)
+    target = spec.target if spec else name
     module_name, sep, attr = target.rpartition(":") if ":" in target else target.rpartition(".")
     if not sep or not module_name:
         raise WorkerClassError(
-            f"unknown worker class {name!r}: use {', '.join(WORKER_CLASSES)} or a dotted path"
+            f"unknown worker class {name!r}: use {', '.join(WORKERS)} or a dotted path"
         )
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        if name in WORKER_CLASSES and exc.name and not exc.name.startswith("supervise"):
-            hint = _EXTRAS.get(name, f"pip install {exc.name}")
+        if spec is None:
+            raise WorkerClassError(f"cannot import worker class {name!r}: {exc}") from None
+        if exc.name and not exc.name.startswith("supervise"):
+            hint = f"pip install 'supervise[{spec.extra}]'" if spec.extra else ""
             raise WorkerClassError(
-                f"worker class {name!r} needs {exc.name!r}, which is not installed: {hint}"
+                f"worker class {name!r} needs {exc.name!r}, which is not installed: "
+                f"{hint or 'pip install ' + exc.name}"
             ) from None
-        if name in WORKER_CLASSES and exc.name == module_name:
-            raise WorkerClassError(
-                f"worker class {name!r} is not in this version of supervise yet"
-            ) from None
-        if name in WORKER_CLASSES:
-            raise WorkerClassError(f"worker class {name!r} cannot be loaded: {exc}") from None
-        raise WorkerClassError(f"cannot import worker class {name!r}: {exc}") from None
+        raise WorkerClassError(f"worker class {name!r} cannot be loaded: {exc}") from None
     cls = getattr(module, attr, None)
     if not (isinstance(cls, type) and issubclass(cls, Worker)):
         raise WorkerClassError(f"{name!r} is not a subclass of supervise.workers.base.Worker")

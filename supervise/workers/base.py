@@ -1,16 +1,21 @@
 """The worker contract: everything a worker class gets for free after fork.
 
-A worker class subclasses ``Worker`` and writes ``run()``: accept on the
-inherited listeners, serve, call ``notify()`` often enough, count requests with
+A worker class subclasses ``Worker`` and writes ``run()``: serve on the
+inherited listeners, call ``notify()`` often enough, count requests with
 ``request_done()``, and return once ``alive`` turns False after finishing
 in-flight work. The arbiter never looks inside a worker; it only reads the
 worker's scoreboard slot and sends it signals.
+
+What differs between worker classes is said through public hooks, never by
+overriding the boot sequence: ``patch()`` (before the app is imported),
+``create_tls()``, ``on_stop()``, ``signal_handlers()`` (an event-loop worker
+routes them through its loop) and ``spawn_thread()``. The Python workers that
+accept connections themselves share ``workers.accepting.SocketWorker``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import random
 import signal
@@ -18,9 +23,11 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from supervise import loading
+from supervise.http.state import ServeState
 from supervise.scoreboard import Slot, State
 
 if TYPE_CHECKING:
@@ -38,11 +45,6 @@ APP_LOAD_ERROR = 4
 # about to carry the client's next request: it is answered (with
 # "Connection: close") rather than closed under the request.
 IDLE_GRACE_ON_STOP = 0.2
-
-# accept() failures that concern one connection only: go on with the next one.
-ACCEPT_RETRY = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.EINTR})
-# Out of descriptors or memory: stop accepting for a moment instead of spinning.
-ACCEPT_BACKOFF = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
 class Worker:
@@ -97,6 +99,8 @@ class Worker:
         self.watch_files = False
         self.wakeup_fd = -1
         self.ssl_context: ssl.SSLContext | None = None
+        # What the protocol code sees of this worker (stopping, ...).
+        self.state = ServeState()
         self._wakeup_w = -1
         self._last_ppid_check = 0.0
 
@@ -142,27 +146,83 @@ class Worker:
         self._set_proctitle()
         random.seed()
         self._init_signals()
-        if self.cfg.is_ssl:
-            from supervise.tls import TLSConfigError, create_ssl_context
-
-            try:
-                self.ssl_context = create_ssl_context(self.cfg)
-            except TLSConfigError as exc:
-                self.log.error("%s", exc)  # a bad certificate needs no traceback
-                raise SystemExit(WORKER_BOOT_ERROR) from None
+        self.patch()
+        self.ssl_context = self.create_tls()
         if self.app is None:
             self.app = self._load_app()
         else:
             self._check_app(self.app)
         self.cfg.post_worker_init(self)
         if self.watch_files:
-            from supervise.reloader import start_reloader
-
-            start_reloader(self)
+            self._start_file_watcher()
         self.booted = True
         self.slot.heartbeat()
         self.slot.set_state(State.READY)
         self.wake_arbiter()
+
+    # -- hooks a worker class may override ---------------------------------------
+    def patch(self) -> None:
+        """Runs after fork, before TLS and the app are set up: monkey-patching goes here."""
+
+    def create_tls(self) -> Any:
+        """The TLS context this worker serves with, or None without TLS.
+
+        The default is a Python ``ssl.SSLContext``; a worker that does TLS
+        natively (rustls) overrides this to build and check its own from the
+        same settings. A bad certificate is one log line and a boot error.
+        """
+        if not self.cfg.is_ssl:
+            return None
+        from supervise.tls import TLSConfigError, create_ssl_context
+
+        try:
+            return create_ssl_context(self.cfg)
+        except TLSConfigError as exc:
+            self.log.error("%s", exc)  # a bad certificate needs no traceback
+            raise SystemExit(WORKER_BOOT_ERROR) from None
+
+    def on_stop(self) -> None:
+        """A graceful stop has begun (``alive`` is False, ``state.stopping`` True).
+
+        It runs where the stop signal is handled: in a Python signal handler
+        for a worker that keeps the default handlers, so it must only set flags
+        or write to a pipe (no locks); on the event loop for a worker that
+        routes ``signal_handlers()`` through its loop.
+        """
+
+    def signal_handlers(self) -> dict[int, Callable[[], None]]:
+        """The worker's signals and what each does, as zero-argument callables.
+
+        The base class installs them with ``signal.signal`` and wakes
+        ``wakeup_fd`` on every signal. A worker with its own event loop
+        re-registers them there instead (``loop.add_signal_handler``), which
+        takes the wake-up over: ``wakeup_fd`` is then never written. SIGABRT
+        is not among them on purpose: it must run even while the loop is
+        blocked by the app (that is why the arbiter sends it), so it stays a
+        plain signal handler.
+        """
+        return {
+            signal.SIGTERM: self.begin_stop,
+            signal.SIGQUIT: self.quit,
+            signal.SIGINT: self.quit,
+            signal.SIGUSR1: self.log.reopen_files,
+        }
+
+    def spawn_thread(self, target: Callable[[], None], name: str) -> None:
+        """Run ``target`` on an operating-system thread (a worker whose threads
+        are green, gevent, starts it where native code may block)."""
+        threading.Thread(target=target, name=name, daemon=True).start()
+
+    def _start_file_watcher(self) -> None:
+        from supervise.reloader import FileWatcher
+
+        watcher = FileWatcher(
+            extra_files=self.cfg.reload_extra_files,
+            force_polling=self.cfg.reload_engine == "poll",
+            on_change=lambda: os.kill(self.ppid, signal.SIGHUP),
+            log=self.log,
+        )
+        self.spawn_thread(watcher.run, "supervise-reloader")
 
     def _set_proctitle(self) -> None:
         try:
@@ -203,11 +263,9 @@ class Worker:
         os.set_inheritable(w, False)
         self.wakeup_fd, self._wakeup_w = r, w
         signal.set_wakeup_fd(w)
-        signal.signal(signal.SIGTERM, self.handle_term)
-        signal.signal(signal.SIGQUIT, self.handle_quit)
-        signal.signal(signal.SIGINT, self.handle_quit)
-        signal.signal(signal.SIGABRT, self.handle_abort)
-        signal.signal(signal.SIGUSR1, self.handle_usr1)
+        for sig, action in self.signal_handlers().items():
+            signal.signal(sig, _as_signal_handler(action))
+        signal.signal(signal.SIGABRT, _as_signal_handler(self.abort))
         # A `pkill -HUP supervise` aimed at the master must not kill workers.
         for sig in (signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGWINCH):
             signal.signal(sig, signal.SIG_IGN)
@@ -220,16 +278,23 @@ class Worker:
         except (BlockingIOError, InterruptedError):
             pass
 
-    # -- signal handlers -------------------------------------------------------
-    def handle_term(self, signum: int, frame: Any) -> None:
+    # -- what the signals do -----------------------------------------------------
+    def begin_stop(self) -> None:
+        """TERM: stop gracefully (finish in-flight work, then ``run()`` returns)."""
+        if not self.alive:
+            return
         self.alive = False
+        self.state.stopping = True
+        self.on_stop()
 
-    def handle_quit(self, signum: int, frame: Any) -> None:
+    def quit(self) -> None:
+        """INT/QUIT: exit now."""
         self.alive = False
         self.cfg.worker_int(self)
         raise SystemExit(0)
 
-    def handle_abort(self, signum: int, frame: Any) -> None:
+    def abort(self) -> None:
+        """ABRT (the arbiter saw no heartbeat): log every thread's stack and exit."""
         self.alive = False
         self.aborted = True
         self.log.critical(
@@ -245,9 +310,6 @@ class Worker:
             # A worker stuck while booting must not be respawned forever.
             self.exit(1 if self.booted else WORKER_BOOT_ERROR)
 
-    def handle_usr1(self, signum: int, frame: Any) -> None:
-        self.log.reopen_files()
-
     # -- used by run() ----------------------------------------------------------
     def notify(self) -> None:
         """Stamp the heartbeat; stop serving when the arbiter is gone."""
@@ -257,7 +319,7 @@ class Worker:
             self._last_ppid_check = now
             if os.getppid() != self.ppid:
                 self.log.info("Parent changed, shutting down: %s", self)
-                self.alive = False
+                self.begin_stop()
 
     def request_done(self) -> None:
         """Count a finished request; past max_requests ask for a replacement."""
@@ -282,38 +344,18 @@ class Worker:
         with contextlib.suppress(OSError):
             os.kill(self.ppid, signal.SIGCHLD)
 
-    def accept_failed(self, exc: OSError) -> bool:
-        """Judge an accept() error: True means try the next connection, False
-        means pause accepting for a moment (logged); anything else is a bug and
-        is raised."""
-        if exc.errno in ACCEPT_RETRY:
-            return True
-        if exc.errno in ACCEPT_BACKOFF:
-            self.log.error("accept() failed: %s; pausing for a moment", exc)
-            return False
-        raise exc
-
-    def wrap_tls(self, sock: Any, addr: Any) -> Any:
-        """The accepted socket wrapped for TLS (handshake left to the caller), or
-        None when wrapping failed; the socket is then closed."""
-        assert self.ssl_context is not None
-        try:
-            return self.ssl_context.wrap_socket(
-                sock,
-                server_side=True,
-                do_handshake_on_connect=False,
-                suppress_ragged_eofs=self.cfg.suppress_ragged_eofs,
-            )
-        except (OSError, ValueError) as exc:
-            self.log.debug("TLS setup for %s failed: %s", addr, exc)
-            sock.close()
-            return None
-
     def set_active(self, count: int) -> None:
         self.slot.set_active(count)
 
     def run(self) -> None:
         raise NotImplementedError(f"{type(self).__name__} must implement run()")
+
+
+def _as_signal_handler(action: Callable[[], None]) -> Callable[[int, Any], None]:
+    def handler(signum: int, frame: Any) -> None:
+        action()
+
+    return handler
 
 
 def format_all_stacks() -> str:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import socket
+from collections.abc import Callable
 from time import monotonic
 from typing import Any
 
@@ -41,8 +42,8 @@ from gevent.socket import wait_read, wait_write
 
 from supervise.http.connection import Connection
 from supervise.http.wsgi import WSGIHandler
-from supervise.http.wsgi_response import Response
-from supervise.workers.base import IDLE_GRACE_ON_STOP, Worker
+from supervise.workers.accepting import SocketWorker
+from supervise.workers.base import IDLE_GRACE_ON_STOP
 
 # What monkey.patch_all() imports in every worker, imported once here in the master
 # (fork shares it): a worker then boots in tens of milliseconds instead of hundreds.
@@ -75,13 +76,18 @@ class _WaitTimeout(Exception):
     """Raised inside gevent's wait when the deadline passes; never leaves this module."""
 
 
-def _gevent_wait(sock: Any, write: bool, timeout: float | None) -> bool:
-    """``Connection.wait`` on the gevent hub: park this greenlet until ``sock`` is ready."""
-    try:
-        (wait_write if write else wait_read)(sock.fileno(), timeout, _WaitTimeout)
-    except _WaitTimeout:
-        return False
-    return True
+class GeventConnection(Connection):
+    """A connection that waits on the gevent hub: the greenlet parks until the socket is ready."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def wait(sock: Any, write: bool, timeout: float | None) -> bool:
+        try:
+            (wait_write if write else wait_read)(sock.fileno(), timeout, _WaitTimeout)
+        except _WaitTimeout:
+            return False
+        return True
 
 
 class _Client:
@@ -95,46 +101,34 @@ class _Client:
         self.waiter: Any = None  # set while waiting for the next request
 
 
-class GeventWorker(Worker):
+class GeventWorker(SocketWorker):
     """Serves WSGI apps on greenlets; bounded by ``--worker-connections``."""
 
     interface = "wsgi"
 
-    def _init_process(self) -> None:
-        # Patch before the base class imports the app (and builds the TLS context).
-        preloaded_unpatched = self.app is not None and not monkey.is_module_patched("socket")
-        monkey.patch_all()
-        # --reload: the file watcher blocks in native code, which would stop the hub
-        # if its thread were a greenlet, as threads are once patched. It starts from
-        # one of the hub's native threads instead.
-        watch, self.watch_files = self.watch_files, False
-        super()._init_process()
-        if watch:
-            from supervise.reloader import start_reloader
-
-            get_hub().threadpool.spawn(start_reloader, self)
-        if preloaded_unpatched:
+    def patch(self) -> None:
+        # Runs before the app is imported and the TLS context is built.
+        if self.app is not None and not monkey.is_module_patched("socket"):
             self.log.warning(
                 "--preload with -k gevent: the app was imported before gevent patched the "
                 "standard library; call gevent.monkey.patch_all() at the top of the config "
                 "file so that its blocking calls yield"
             )
+        monkey.patch_all()
+
+    def spawn_thread(self, target: Callable[[], None], name: str) -> None:
+        # Once patched, threads are greenlets: one blocked in native code (the file
+        # watcher) would stop the hub. The hub's thread pool has real threads.
+        get_hub().threadpool.spawn(target)
 
     def run(self) -> None:
-        cfg = self.cfg
-        Connection.wait = staticmethod(_gevent_wait)  # type: ignore[method-assign]
         self.hub = get_hub()
         # Greenlets run requests concurrently in one process: say so, as threads would.
         self.handler = WSGIHandler(self, multithread=True)
-        self.keepalive = float(cfg.keepalive)
-        self.header_timeout = float(cfg.header_timeout) or _NEVER
+        self.handler.connection_class = GeventConnection
         self.clients: set[_Client] = set()
-        self.max_clients = cfg.worker_connections
         self.pool = Pool(self.max_clients)
         self.stopped = Event()
-        # Plain sockets for accepted connections, even where patching replaced
-        # socket.socket: the protocol code waits through Connection.wait itself.
-        self.socket_class = monkey.get_original("socket", "socket")
         acceptors = [
             gevent.spawn(self._accept_loop, listener.sock, self.handler.base_environ(listener))
             for listener in self.listeners
@@ -143,18 +137,12 @@ class GeventWorker(Worker):
         watcher = gevent.spawn(self._watch_signals)
         try:
             self.stopped.wait()
-            Response.closing = True
             gevent.killall(acceptors)
             self._close_idle()
             self.pool.join()
         finally:
             watcher.kill()
             ticker.kill()
-
-    def handle_term(self, signum: int, frame: Any) -> None:
-        super().handle_term(signum, frame)
-        # From this moment, every response still to start says "Connection: close".
-        Response.closing = True
 
     # -- background greenlets --------------------------------------------------------
     def _watch_signals(self) -> None:
@@ -166,7 +154,7 @@ class GeventWorker(Worker):
 
     def _tick(self) -> None:
         """Heartbeat, parent check and the keep-alive sweep, every tick."""
-        tick = min(1.0, self.timeout / 4) if self.timeout > 0 else 1.0
+        tick = self.tick
         while True:
             self.notify()
             if not self.alive:
@@ -200,36 +188,18 @@ class GeventWorker(Worker):
 
     # -- accepting -------------------------------------------------------------------
     def _accept_loop(self, listener: Any, base: dict[str, Any]) -> None:
-        accept = listener._accept  # (fd, addr) without building a patched socket object
-        family, type_ = listener.family, listener.type
-        make_socket = self.socket_class
         spawn = self.pool.spawn
         fileno = listener.fileno()
         listener.setblocking(False)
         while self.alive:
             wait_read(fileno)
-            while self.alive:
-                try:
-                    fd, addr = accept()
-                except BlockingIOError:
-                    break
-                except OSError as exc:
-                    if self.accept_failed(exc):
-                        continue
-                    gevent.sleep(0.1)
-                    break
-                sock = make_socket(family, type_, 0, fd)
+            for sock, addr in self.accepted(listener, more=lambda: self.alive):
                 # Blocks while worker_connections greenlets are busy: the rest wait
                 # in the backlog.
                 spawn(self._serve, sock, addr, base)
 
     # -- one connection ----------------------------------------------------------------
     def _serve(self, sock: socket.socket, addr: Any, base: dict[str, Any]) -> None:
-        sock.setblocking(False)
-        if self.ssl_context is not None:
-            sock = self.wrap_tls(sock, addr)
-            if sock is None:
-                return
         conn = self.handler.connection(sock, addr, base)
         client = _Client()
         self.clients.add(client)
@@ -252,7 +222,6 @@ class GeventWorker(Worker):
     def _requests(self, conn: Connection, client: _Client, io: Any) -> None:
         """Serve requests on ``conn`` until it closes or the worker stops."""
         handle = self.handler.handle
-        keepalive = self.keepalive > 0
         tls = self.ssl_context is not None
         while True:
             if not conn.buf and not (tls and conn.sock.pending()):  # type: ignore[attr-defined]
@@ -272,13 +241,7 @@ class GeventWorker(Worker):
                 # next request is already here, then it is answered first.
                 if ready is not _READY and not conn.has_input():
                     return
-            keep_alive = (
-                keepalive
-                and self.alive
-                and self.nr + 1 < self.max_requests
-                # At worker_connections, keep-alive would keep new clients waiting.
-                and len(self.clients) < self.max_clients
-            )
+            keep_alive = self.may_keep_alive(len(self.clients))
             # A response that promised keep-alive before a stop began is followed
             # by the grace for idle connections, not by a close under the
             # client's next request.

@@ -25,7 +25,6 @@ import queue
 import select
 import ssl
 import threading
-import time
 from time import monotonic
 from typing import Any, ClassVar
 
@@ -33,10 +32,8 @@ from supervise._native import ParseError
 from supervise.http.connection import HEAD_RECV_SIZE, Connection
 from supervise.http.errors import error_response
 from supervise.http.wsgi import WSGIHandler
-from supervise.http.wsgi_response import Response
-from supervise.workers.base import IDLE_GRACE_ON_STOP, Worker
-
-_NEVER = float("inf")
+from supervise.workers.accepting import SocketWorker
+from supervise.workers.base import IDLE_GRACE_ON_STOP
 
 
 class _Epoll:
@@ -156,7 +153,7 @@ class _Client:
         self.handshaking = handshaking
 
 
-class ThreadWorker(Worker):
+class ThreadWorker(SocketWorker):
     """Serves WSGI apps on ``--threads`` threads; keep-alive connections wait in epoll."""
 
     interface = "wsgi"
@@ -169,9 +166,6 @@ class ThreadWorker(Worker):
         cfg = self.cfg
         self.handler = handler = WSGIHandler(self, multithread=cfg.threads > 1)
         self.parse = handler.parse
-        self.keepalive = float(cfg.keepalive)
-        self.header_timeout = float(cfg.header_timeout) or _NEVER
-        self.max_clients = cfg.worker_connections
         self.clients: dict[int, _Client] = {}
         self.jobs: queue.SimpleQueue[_Client | None] = queue.SimpleQueue()
         # When each pool thread started its current request (0: idle).
@@ -189,13 +183,7 @@ class ThreadWorker(Worker):
         os.set_blocking(self._room_r, False)
         os.set_blocking(self._room_w, False)
         self.poller = self.poller_class(self._room_w)
-        self.targets: dict[int, tuple[Any, dict[str, Any]]] = {}
-        for listener in self.listeners:
-            listener.sock.setblocking(False)
-            self.targets[listener.sock.fileno()] = (
-                listener.sock,
-                handler.base_environ(listener),
-            )
+        self.targets = self.listen_targets(handler.base_environ)
         self._listen(True)
         self.poller.watch(self.wakeup_fd)
         self.poller.watch(self._room_r)
@@ -221,11 +209,6 @@ class ThreadWorker(Worker):
         with self.count_lock:
             super().request_done()
 
-    def handle_term(self, signum: int, frame: Any) -> None:
-        super().handle_term(signum, frame)
-        # From this moment, every response still to start says "Connection: close".
-        Response.closing = True
-
     # -- the main thread ---------------------------------------------------------
     def _listen(self, on: bool) -> None:
         """(Un)register the listeners: off while at worker_connections or stopping."""
@@ -240,7 +223,7 @@ class ThreadWorker(Worker):
         room_r = self._room_r
         poll = self.poller.poll
         readable = self._readable
-        tick = min(1.0, self.timeout / 4) if self.timeout > 0 else 1.0
+        tick = self.tick
         next_tick = 0.0
         while True:
             for fd, _ in poll(tick):
@@ -248,9 +231,6 @@ class ThreadWorker(Worker):
                 if client is not None:
                     readable(client)
                 elif fd in targets:
-                    # Accept even when stopping or full: with EPOLLEXCLUSIVE the kernel
-                    # woke only this worker for the connection, and nobody else would
-                    # notice it until the next one arrives.
                     self._accept(*targets[fd])
                 elif fd == wakeup_fd:
                     self.drain_wakeup()
@@ -278,32 +258,19 @@ class ThreadWorker(Worker):
         return self.timeout > 0 and all(self.started) and now - newest > self.timeout
 
     def _accept(self, listener: Any, base: dict[str, Any]) -> None:
+        """Accept what waits (at least one: the EPOLLEXCLUSIVE rule) and park it."""
         clients = self.clients
         handler = self.handler
-        tls = self.ssl_context
-        first = True
-        while first or (len(clients) < self.max_clients and not self.stopping):
-            first = False
-            try:
-                sock, addr = listener.accept()
-            except BlockingIOError:
-                break
-            except OSError as exc:
-                if self.accept_failed(exc):
-                    continue
-                time.sleep(0.1)
-                break
-            sock.setblocking(False)
-            if tls is not None:
-                sock = self.wrap_tls(sock, addr)
-                if sock is None:
-                    continue
+        handshaking = self.ssl_context is not None
+        for sock, addr in self.accepted(
+            listener, more=lambda: len(clients) < self.max_clients and not self.stopping
+        ):
             fd = sock.fileno()
             client = _Client(
                 handler.connection(sock, addr, base),
                 fd,
                 monotonic() + self.header_timeout,
-                tls is not None,
+                handshaking,
             )
             clients[fd] = client
             self.poller.add(fd)
@@ -412,7 +379,6 @@ class ThreadWorker(Worker):
         (with ``Connection: close``) unless header_timeout runs out first.
         """
         self.stopping = True
-        Response.closing = True
         if not self.accept_paused:
             self._listen(False)
         self._sweep(monotonic())
@@ -459,15 +425,8 @@ class ThreadWorker(Worker):
         conn = client.conn
         handle = self.handler.handle
         started = self.started
-        keepalive = self.keepalive > 0
         while True:
-            keep_alive = (
-                keepalive
-                and self.alive
-                and self.nr + 1 < self.max_requests
-                # At worker_connections, keep-alive would keep new clients waiting.
-                and len(self.clients) < self.max_clients
-            )
+            keep_alive = self.may_keep_alive(len(self.clients))
             started[index] = monotonic()
             # A response that promised keep-alive before a stop began is followed
             # by the grace for idle connections, not by a close under the

@@ -14,24 +14,20 @@ send, with no poll in between.
 from __future__ import annotations
 
 import select
-import time
 from typing import Any
 
 from supervise.http.wsgi import WSGIHandler
-from supervise.workers.base import Worker
+from supervise.workers.accepting import SocketWorker
 
 
-class SyncWorker(Worker):
+class SyncWorker(SocketWorker):
     """Serves WSGI apps one request per connection (always ``Connection: close``)."""
 
     interface = "wsgi"
 
     def run(self) -> None:
         handler = WSGIHandler(self, multithread=False)
-        targets: dict[int, tuple[Any, dict]] = {}
-        for listener in self.listeners:
-            listener.sock.setblocking(False)
-            targets[listener.sock.fileno()] = (listener.sock, handler.base_environ(listener))
+        targets = self.listen_targets(handler.base_environ)
         poll = _listener_poll(list(targets), self.wakeup_fd)
         interval = min(1.0, self.timeout / 2) if self.timeout > 0 else 1.0
         while self.alive:
@@ -39,58 +35,29 @@ class SyncWorker(Worker):
             for fd, _ in poll(interval):
                 if fd == self.wakeup_fd:
                     self.drain_wakeup()
-                else:
-                    # Accept even when a stop was just asked: with EPOLLEXCLUSIVE
-                    # the kernel woke only this worker for the connection, and
-                    # nobody else would notice it until the next one arrives.
-                    sock, base = targets[fd]
-                    self._accept_all(handler, sock, base)
+                    continue
+                self._serve_backlog(handler, *targets[fd])
 
-    def _accept_all(self, handler: WSGIHandler, listener: Any, base: dict) -> None:
-        """Accept and serve until the backlog is empty (or a stop is asked)."""
-        accept = listener.accept
-        serve = self._serve_tls if self.ssl_context is not None else self._serve
+    def _serve_backlog(self, handler: WSGIHandler, listener: Any, base: dict) -> None:
+        """Serve until the backlog is empty (or a stop is asked), without waiting
+        in between: under load that saves a poll per request."""
         active = False
         try:
-            first = True
-            while self.alive or first:
-                first = False
-                try:
-                    sock, addr = accept()
-                except BlockingIOError:
-                    return
-                except OSError as exc:
-                    if self.accept_failed(exc):
-                        continue
-                    time.sleep(0.1)
-                    return
+            for sock, addr in self.accepted(listener, more=lambda: self.alive):
                 if not active:
                     active = True
                     self.set_active(1)
-                serve(handler, sock, addr, base)
+                self._serve(handler, sock, addr, base)
                 self.notify()
         finally:
             if active:
                 self.set_active(0)
 
     def _serve(self, handler: WSGIHandler, sock: Any, addr: Any, base: dict) -> None:
-        sock.setblocking(False)
         conn = handler.connection(sock, addr, base)
         try:
-            handler.handle(conn)
-        except Exception:  # handle() answers every client/app error; this is a bug guard
-            self.log.exception("Error serving a connection from %s", addr)
-        finally:
-            conn.close()
-
-    def _serve_tls(self, handler: WSGIHandler, sock: Any, addr: Any, base: dict) -> None:
-        sock.setblocking(False)
-        sock = self.wrap_tls(sock, addr)
-        if sock is None:
-            return
-        conn = handler.connection(sock, addr, base)
-        try:
-            conn.handshake(handler.header_timeout)
+            if self.ssl_context is not None:
+                conn.handshake(handler.header_timeout)
         except (OSError, ValueError) as exc:
             # Port scanners, plain HTTP on the TLS port, expired client certs...
             self.log.debug("TLS handshake with %s failed: %s", addr, exc)
@@ -98,7 +65,7 @@ class SyncWorker(Worker):
             return
         try:
             handler.handle(conn)
-        except Exception:
+        except Exception:  # handle() answers every client/app error; this is a bug guard
             self.log.exception("Error serving a connection from %s", addr)
         finally:
             conn.close()

@@ -32,6 +32,75 @@ fn with_server<R>(f: impl FnOnce(Option<&[u8]>) -> R) -> R {
     f(guard.as_deref())
 }
 
+/// The standard reason phrase of a status code ("" for codes without one).
+pub fn reason_phrase(code: u16) -> &'static str {
+    match code {
+        100 => "Continue",
+        101 => "Switching Protocols",
+        102 => "Processing",
+        103 => "Early Hints",
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        203 => "Non-Authoritative Information",
+        204 => "No Content",
+        205 => "Reset Content",
+        206 => "Partial Content",
+        207 => "Multi-Status",
+        208 => "Already Reported",
+        226 => "IM Used",
+        300 => "Multiple Choices",
+        301 => "Moved Permanently",
+        302 => "Found",
+        303 => "See Other",
+        304 => "Not Modified",
+        305 => "Use Proxy",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        402 => "Payment Required",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        406 => "Not Acceptable",
+        407 => "Proxy Authentication Required",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        410 => "Gone",
+        411 => "Length Required",
+        412 => "Precondition Failed",
+        413 => "Request Entity Too Large",
+        414 => "Request-URI Too Long",
+        415 => "Unsupported Media Type",
+        416 => "Requested Range Not Satisfiable",
+        417 => "Expectation Failed",
+        418 => "I'm a Teapot",
+        421 => "Misdirected Request",
+        422 => "Unprocessable Entity",
+        423 => "Locked",
+        424 => "Failed Dependency",
+        425 => "Too Early",
+        426 => "Upgrade Required",
+        428 => "Precondition Required",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        451 => "Unavailable For Legal Reasons",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        505 => "HTTP Version Not Supported",
+        506 => "Variant Also Negotiates",
+        507 => "Insufficient Storage",
+        508 => "Loop Detected",
+        510 => "Not Extended",
+        511 => "Network Authentication Required",
+        _ => "",
+    }
+}
+
 /// What the caller must do with the body after writing `bytes`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResponseHead {
@@ -152,7 +221,20 @@ impl ResponseHeadBuilder {
         Ok(())
     }
 
-    pub fn finish(mut self) -> ResponseHead {
+    pub fn finish(self) -> ResponseHead {
+        self.finish_with_length(None)
+    }
+
+    /// Like `finish`, for a caller that already holds the whole body: without
+    /// a Content-Length from the app, `body_length` becomes one (no chunked
+    /// framing for a body whose size is known).
+    pub fn finish_with_length(mut self, body_length: Option<u64>) -> ResponseHead {
+        if self.body_allowed && self.content_length.is_none() {
+            if let Some(n) = body_length {
+                self.push(b"Content-Length", n.to_string().as_bytes());
+                self.content_length = Some(n);
+            }
+        }
         let (content_length, chunked) = if !self.body_allowed {
             (0, false)
         } else if let Some(n) = self.content_length {

@@ -143,3 +143,24 @@ fn validation() {
     assert!(b.header(b"Content-Length", b"5").is_ok());
     assert!(b.header(b"Content-Length", b"6").is_err());
 }
+
+#[test]
+fn known_body_length_becomes_content_length() {
+    let b = ResponseHeadBuilder::new(b"200 OK", true, true, false).unwrap();
+    let h = b.finish_with_length(Some(5));
+    assert_eq!((h.content_length, h.chunked), (5, false));
+    assert!(text(&h).contains("Content-Length: 5\r\n"));
+    // The app's own length wins; no body (HEAD, 204) gets no length added.
+    let mut b = ResponseHeadBuilder::new(b"200 OK", true, true, false).unwrap();
+    b.header(b"Content-Length", b"7").unwrap();
+    let h = b.finish_with_length(Some(5));
+    assert_eq!(h.content_length, 7);
+    assert_eq!(text(&h).matches("Content-Length").count(), 1);
+    for (status, is_head) in [(&b"204 No Content"[..], false), (&b"200 OK"[..], true)] {
+        let h = ResponseHeadBuilder::new(status, true, true, is_head)
+            .unwrap()
+            .finish_with_length(Some(5));
+        assert_eq!(h.content_length, 0);
+        assert!(!text(&h).contains("Content-Length"));
+    }
+}

@@ -7,10 +7,14 @@ use pyo3::types::{PyBytes, PyString, PyTuple};
 use super::text::latin1_bytes;
 use crate::h1::{self, ResponseHeadBuilder};
 
-/// `(head, content_length, chunked, keep_alive)`; content_length is the number
-/// of body bytes to send (0 when no body is allowed) or -1 when the body is
-/// delimited by chunked framing or by closing the connection.
+/// `(head, content_length, chunked, keep_alive)` for a WSGI response (status
+/// and headers are latin-1 str, as PEP 3333 says); content_length is the
+/// number of body bytes to send (0 when no body is allowed) or -1 when the
+/// body is delimited by chunked framing or by closing the connection.
+/// `body_length` >= 0 says the caller holds the whole body: it becomes the
+/// Content-Length when the app gave none.
 #[pyfunction]
+#[pyo3(signature = (status, headers, http_version, keep_alive, is_head, body_length = -1))]
 pub fn response_head<'py>(
     py: Python<'py>,
     status: &Bound<'py, PyString>,
@@ -18,6 +22,7 @@ pub fn response_head<'py>(
     http_version: &str,
     keep_alive: bool,
     is_head: bool,
+    body_length: i64,
 ) -> PyResult<(Bound<'py, PyBytes>, i64, bool, bool)> {
     let http11 = match http_version {
         "1.1" => true,
@@ -44,17 +49,67 @@ pub fn response_head<'py>(
         };
         let name_b = latin1_bytes(&name, "header name")?;
         let value_b = latin1_bytes(&value, "header value")?;
-        b.header(&name_b, &value_b).map_err(|e| {
-            PyValueError::new_err(format!("{e}: {:?}", String::from_utf8_lossy(&name_b)))
-        })?;
+        add_header(&mut b, &name_b, &value_b)?;
     }
-    let head = b.finish();
-    Ok((
+    Ok(into_python(py, b, body_length))
+}
+
+/// The same for an ASGI `http.response.start`: an int status and an iterable
+/// of `[name, value]` byte strings (tuples or lists, as the spec allows).
+#[pyfunction]
+#[pyo3(signature = (status, headers, http_version, keep_alive, is_head, body_length = -1))]
+pub fn asgi_response_head<'py>(
+    py: Python<'py>,
+    status: i64,
+    headers: &Bound<'py, PyAny>,
+    http_version: &str,
+    keep_alive: bool,
+    is_head: bool,
+    body_length: i64,
+) -> PyResult<(Bound<'py, PyBytes>, i64, bool, bool)> {
+    let http11 = http_version != "1.0";
+    let code = u16::try_from(status)
+        .ok()
+        .filter(|c| (100..=999).contains(c))
+        .ok_or_else(|| PyValueError::new_err(format!("invalid status code {status}")))?;
+    let line = format!("{code} {}", h1::reason_phrase(code));
+    let mut b = ResponseHeadBuilder::new(line.trim_end().as_bytes(), http11, keep_alive, is_head)
+        .map_err(PyValueError::new_err)?;
+    for item in headers.try_iter()? {
+        let item = item?;
+        if item.len().ok() != Some(2) {
+            return Err(PyValueError::new_err(
+                "headers must be [name, value] pairs of byte strings",
+            ));
+        }
+        let (name, value) = (item.get_item(0)?, item.get_item(1)?);
+        let (Ok(name), Ok(value)) = (name.cast::<PyBytes>(), value.cast::<PyBytes>()) else {
+            return Err(PyTypeError::new_err(
+                "header names and values must be byte strings",
+            ));
+        };
+        add_header(&mut b, name.as_bytes(), value.as_bytes())?;
+    }
+    Ok(into_python(py, b, body_length))
+}
+
+fn add_header(b: &mut ResponseHeadBuilder, name: &[u8], value: &[u8]) -> PyResult<()> {
+    b.header(name, value)
+        .map_err(|e| PyValueError::new_err(format!("{e}: {:?}", String::from_utf8_lossy(name))))
+}
+
+fn into_python(
+    py: Python<'_>,
+    b: ResponseHeadBuilder,
+    body_length: i64,
+) -> (Bound<'_, PyBytes>, i64, bool, bool) {
+    let head = b.finish_with_length(u64::try_from(body_length).ok());
+    (
         PyBytes::new(py, &head.bytes),
         head.content_length,
         head.chunked,
         head.keep_alive,
-    ))
+    )
 }
 
 /// Sets the Server header every response gets; `None` sends none.

@@ -1,0 +1,19 @@
+"""What protocol code may know of the worker that runs it.
+
+Handlers and connections get this small object instead of the worker, so the
+protocol code stays independent of the process model (thread pool, greenlets,
+an event loop) and per-worker state never lives in class attributes.
+"""
+
+from __future__ import annotations
+
+
+class ServeState:
+    """Shared by every connection of one worker process."""
+
+    __slots__ = ("stopping",)
+
+    def __init__(self) -> None:
+        # Set by the worker when a graceful stop begins (in its TERM handler):
+        # every response whose head is not sent yet then says "Connection: close".
+        self.stopping = False
