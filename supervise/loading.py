@@ -172,4 +172,15 @@ def load_app(cfg: Any) -> Any:
     if not uri:
         raise AppLoadError("No application specified: supervise [OPTIONS] MODULE:APP")
     prepare_import_path(cfg.chdir, cfg.pythonpath)
-    return import_app(uri)
+    app = import_app(uri)
+    if getattr(cfg, "factory", False):
+        try:
+            app = app()
+        except Exception as exc:
+            raise AppLoadError(
+                f"Application factory {uri!r} raised {type(exc).__name__}: {exc}",
+                traceback.format_exc(),
+            ) from None
+        if not callable(app):
+            raise AppLoadError(f"Factory {uri!r} returned {type(app).__name__}, not an app")
+    return app

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from supervise import settings_asgi
 from supervise.hooks import HOOKS
 from supervise.validators import (
     ADDRESSES,
@@ -725,6 +726,8 @@ def _build() -> dict[str, Setting]:
         "as a normal end of stream instead of an error (see `ssl.SSLContext.wrap_socket`)."
         " --no-suppress-ragged-eofs turns it off.",
     )
+
+    settings_asgi.declare(_adder(table, "ASGI"))
 
     add = _adder(table, "Server Hooks")
     for hook in HOOKS.values():

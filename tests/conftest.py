@@ -264,3 +264,14 @@ WSGI_WORKERS = worker_params("wsgi")
 @pytest.fixture(params=WSGI_WORKERS)
 def wsgi_worker(request: pytest.FixtureRequest) -> str:
     return request.param
+
+
+# The process-lifecycle suite runs for every worker class, each with the
+# lifecycle app of its interface (tests/apps/lifecycle_app.py).
+@pytest.fixture(params=WSGI_WORKERS + worker_params("asgi"))
+def any_worker(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+def lifecycle_app(worker: str) -> str:
+    return "lifecycle_app:asgi_app" if WORKERS[worker].interface == "asgi" else "lifecycle_app:app"

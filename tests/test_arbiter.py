@@ -11,13 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import APPS_DIR, free_port, wait_until
+from conftest import APPS_DIR, free_port, lifecycle_app, wait_until
 
 APP = "lifecycle_app:app"
 
 
-def test_serves_with_two_workers(start_server, wsgi_worker):
-    server = start_server("-k", wsgi_worker, "-w", "2", APP)
+def test_serves_with_two_workers(start_server, any_worker):
+    server = start_server("-k", any_worker, "-w", "2", lifecycle_app(any_worker))
     pids = server.wait_workers(2)
     status, headers, body = server.get("/")
     assert (status, body) == (200, b"ok")
@@ -26,8 +26,8 @@ def test_serves_with_two_workers(start_server, wsgi_worker):
     assert {int(p) for p in seen} <= set(pids)
 
 
-def test_ttin_ttou_change_worker_count(start_server, wsgi_worker):
-    server = start_server("-k", wsgi_worker, "-w", "2", APP)
+def test_ttin_ttou_change_worker_count(start_server, any_worker):
+    server = start_server("-k", any_worker, "-w", "2", lifecycle_app(any_worker))
     server.wait_workers(2)
     server.signal(signal.SIGTTIN)
     server.wait_workers(3)
@@ -71,8 +71,8 @@ class RequestLoop:
         self._thread.join(10)
 
 
-def test_hup_replaces_every_worker_without_failed_requests(start_server, wsgi_worker):
-    server = start_server("-k", wsgi_worker, "-w", "2", APP)
+def test_hup_replaces_every_worker_without_failed_requests(start_server, any_worker):
+    server = start_server("-k", any_worker, "-w", "2", lifecycle_app(any_worker))
     old = set(server.wait_workers(2))
     with RequestLoop(server) as loop:
         time.sleep(0.3)
@@ -100,9 +100,9 @@ def _set_version(app_dir: Path, text: str) -> None:
     source.write_text(content[:start] + text + content[end:])
 
 
-def test_hup_loads_changed_code(start_server, wsgi_worker, tmp_path):
+def test_hup_loads_changed_code(start_server, any_worker, tmp_path):
     app_dir = _copy_app(tmp_path)
-    server = start_server("-k", wsgi_worker, "-w", "2", APP, cwd=app_dir)
+    server = start_server("-k", any_worker, "-w", "2", lifecycle_app(any_worker), cwd=app_dir)
     assert server.get("/version")[2] == b"1"
     old = set(server.wait_workers(2))
     _set_version(app_dir, 'VERSION = "2"')
@@ -112,9 +112,9 @@ def test_hup_loads_changed_code(start_server, wsgi_worker, tmp_path):
     assert {server.get("/version")[2] for _ in range(10)} == {b"2"}
 
 
-def test_hup_with_broken_app_keeps_old_workers(start_server, wsgi_worker, tmp_path):
+def test_hup_with_broken_app_keeps_old_workers(start_server, any_worker, tmp_path):
     app_dir = _copy_app(tmp_path)
-    server = start_server("-k", wsgi_worker, "-w", "2", APP, cwd=app_dir)
+    server = start_server("-k", any_worker, "-w", "2", lifecycle_app(any_worker), cwd=app_dir)
     old = set(server.wait_workers(2))
     server.wait_for_log("Ready: 2 worker")  # both imported the good code before it breaks
     _set_version(app_dir, "VERSION = (")  # a syntax error
@@ -135,8 +135,8 @@ def test_hup_with_broken_app_keeps_old_workers(start_server, wsgi_worker, tmp_pa
     assert server.get("/version")[2] == b"3"
 
 
-def test_killed_worker_is_replaced(start_server, wsgi_worker):
-    server = start_server("-k", wsgi_worker, "-w", "2", APP)
+def test_killed_worker_is_replaced(start_server, any_worker):
+    server = start_server("-k", any_worker, "-w", "2", lifecycle_app(any_worker))
     first, _second = server.wait_workers(2)
     os.kill(first, signal.SIGKILL)
     wait_until(lambda: (w := server.workers()) and len(w) == 2 and first not in w)
@@ -144,8 +144,8 @@ def test_killed_worker_is_replaced(start_server, wsgi_worker):
     assert "SIGKILL" in server.log()
 
 
-def test_hanging_request_gets_worker_aborted_and_replaced(start_server, wsgi_worker):
-    server = start_server("-k", wsgi_worker, "-w", "1", "--timeout", "2", APP)
+def test_hanging_request_gets_worker_aborted_and_replaced(start_server, any_worker):
+    server = start_server("-k", any_worker, "-w", "1", "--timeout", "2", lifecycle_app(any_worker))
     (pid,) = server.wait_workers(1)
     with pytest.raises(Exception):  # noqa: B017 - the connection is cut when the worker dies
         conn = server.http(timeout=20)
@@ -159,8 +159,10 @@ def test_hanging_request_gets_worker_aborted_and_replaced(start_server, wsgi_wor
     assert "lifecycle_app.py" in log  # the stack of the stuck worker was logged
 
 
-def test_term_lets_slow_request_finish(start_server, wsgi_worker):
-    server = start_server("-k", wsgi_worker, "-w", "1", "--graceful-timeout", "10", APP)
+def test_term_lets_slow_request_finish(start_server, any_worker):
+    server = start_server(
+        "-k", any_worker, "-w", "1", "--graceful-timeout", "10", lifecycle_app(any_worker)
+    )
     result: dict[str, object] = {}
 
     def slow() -> None:
@@ -178,17 +180,25 @@ def test_term_lets_slow_request_finish(start_server, wsgi_worker):
     assert server.proc.wait(20) == 0
 
 
-def test_quit_stops_at_once(start_server, wsgi_worker):
-    server = start_server("-k", wsgi_worker, "-w", "2", APP)
+def test_quit_stops_at_once(start_server, any_worker):
+    server = start_server("-k", any_worker, "-w", "2", lifecycle_app(any_worker))
     workers = server.wait_workers(2)
     assert server.stop(signal.SIGQUIT) == 0
     for pid in workers:
         wait_until(lambda pid=pid: not os.path.exists(f"/proc/{pid}"))
 
 
-def test_max_requests_recycles_without_losing_requests(start_server, wsgi_worker):
+def test_max_requests_recycles_without_losing_requests(start_server, any_worker):
     server = start_server(
-        "-k", wsgi_worker, "-w", "1", "--max-requests", "20", "--max-requests-jitter", "5", APP
+        "-k",
+        any_worker,
+        "-w",
+        "1",
+        "--max-requests",
+        "20",
+        "--max-requests-jitter",
+        "5",
+        lifecycle_app(any_worker),
     )
     (first,) = server.wait_workers(1)
     with RequestLoop(server) as loop:
@@ -199,9 +209,11 @@ def test_max_requests_recycles_without_losing_requests(start_server, wsgi_worker
     assert "max_requests" in server.log()
 
 
-def test_usr2_starts_new_master_and_old_can_stop(start_server, wsgi_worker, tmp_path):
+def test_usr2_starts_new_master_and_old_can_stop(start_server, any_worker, tmp_path):
     pidfile = tmp_path / "supervise.pid"
-    server = start_server("-k", wsgi_worker, "-w", "1", "--pid", str(pidfile), APP)
+    server = start_server(
+        "-k", any_worker, "-w", "1", "--pid", str(pidfile), lifecycle_app(any_worker)
+    )
     old_master = server.pid
     wait_until(lambda: pidfile.exists() and pidfile.read_text().strip() == str(old_master))
     with RequestLoop(server) as loop:
@@ -230,13 +242,13 @@ def _is_zombie(pid: int) -> bool:
         return True
 
 
-def test_config_file_sets_workers_and_runs_hooks(start_server, wsgi_worker, tmp_path):
+def test_config_file_sets_workers_and_runs_hooks(start_server, any_worker, tmp_path):
     marker = tmp_path / "hooks.log"
     conf = tmp_path / "conf.py"
     conf.write_text(
         f"""
 workers = 3
-worker_class = {wsgi_worker!r}
+worker_class = {any_worker!r}
 
 def _mark(name):
     with open({str(marker)!r}, "a") as f:
@@ -276,7 +288,7 @@ def on_exit(server):
     _mark("on_exit")
 """
     )
-    server = start_server("-c", str(conf), APP)
+    server = start_server("-c", str(conf), lifecycle_app(any_worker))
     server.wait_workers(3)
     wait_until(lambda: marker.read_text().count("post_worker_init") == 3)
     server.signal(signal.SIGTTIN)
@@ -297,8 +309,8 @@ def on_exit(server):
     assert calls[-1] == "on_exit"
 
 
-def test_missing_app_module_exits_with_clear_error(start_server, wsgi_worker):
-    server = start_server("-k", wsgi_worker, "-w", "3", "no_such_module:app", wait=False)
+def test_missing_app_module_exits_with_clear_error(start_server, any_worker):
+    server = start_server("-k", any_worker, "-w", "3", "no_such_module:app", wait=False)
     code = server.proc.wait(30)
     assert code != 0
     log = server.log()

@@ -256,12 +256,7 @@ def test_invalid_values(name: str, value: object, reason: str) -> None:
         ("worker_class", "gthread", "gthread"),
         ("worker_class", "myproject.workers.Custom", "myproject.workers.Custom"),
         ("worker_class", "myproject.workers:Custom", "myproject.workers:Custom"),
-        pytest.param(
-            "worker_class",
-            "uvicorn.workers.UvicornWorker",
-            "asgi",
-            marks=pytest.mark.skipif("asgi" not in WORKERS, reason="no asgi worker yet"),
-        ),
+        ("worker_class", "uvicorn.workers.UvicornWorker", "asgi"),
         ("worker_class", "gunicorn.workers.ggevent.GeventWorker", "gevent"),
     ],
 )
@@ -550,7 +545,7 @@ def test_gunicorn_config_file_works_unchanged(in_tmp: Path) -> None:
     cfg = load_config(["-c", str(conf), "mysite.asgi:application"], {})
     assert cfg.bind == ["0.0.0.0:8080"]
     assert cfg.workers == os.cpu_count() * 2 + 1
-    assert cfg.worker_class == ("asgi" if "asgi" in WORKERS else "uvicorn.workers.UvicornWorker")
+    assert cfg.worker_class == "asgi"
     assert cfg.timeout == 120 and cfg.graceful_timeout == 60 and cfg.keepalive == 5
     assert cfg.limit_request_line == 8190
     assert cfg.preload_app is True and cfg.sendfile is True

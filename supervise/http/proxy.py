@@ -13,6 +13,7 @@ processes allowed by the socket file's permissions can connect.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable
 from typing import Any
 
 _CACHE_LIMIT = 4096
@@ -68,8 +69,9 @@ class ProxyRules:
             else:
                 self._networks.append(net)
         self._cache: dict[str, bool] = {}
+        # (header name lower-cased, its WSGI environ key, the value meaning https)
         self._scheme_headers = [
-            ("HTTP_" + name.upper().replace("-", "_"), value)
+            (name.lower(), _environ_key(name), value)
             for name, value in (cfg.secure_scheme_headers or {}).items()
         ]
 
@@ -109,16 +111,29 @@ class ProxyRules:
 
     def apply(self, environ: dict[str, Any]) -> None:
         """Rewrite the environ of a request from a trusted peer; may raise ContradictoryScheme."""
+        scheme, client = self.resolve(environ.get, wsgi=True)
+        if scheme is not None:
+            environ["wsgi.url_scheme"] = scheme
+        if client is not None:
+            environ["REMOTE_ADDR"] = client
+
+    def resolve(self, get: Callable[[str], Any], *, wsgi: bool) -> tuple[str | None, str | None]:
+        """(scheme, client address) that a trusted peer's headers give, None where
+        they say nothing; may raise ContradictoryScheme.
+
+        ``get`` looks a header up by WSGI environ key (``wsgi=True``) or by its
+        lower-cased name (ASGI); it returns a str or None.
+        """
         scheme = None
-        for key, expected in self._scheme_headers:
-            value = environ.get(key)
+        for name, key, expected in self._scheme_headers:
+            value = get(key if wsgi else name)
             if value is not None:
                 this = "https" if value == expected else "http"
                 if scheme is not None and this != scheme:
                     raise ContradictoryScheme("Contradictory scheme headers")
                 scheme = this
         client = None
-        forwarded = environ.get("HTTP_FORWARDED")
+        forwarded = get("HTTP_FORWARDED" if wsgi else "forwarded")
         if forwarded is not None:
             nodes = _forwarded_nodes(forwarded)
             index, client = self._client([_host(n.get("for", "")) for n in nodes])
@@ -126,10 +141,11 @@ class ProxyRules:
             if scheme is None and proto in ("http", "https"):
                 scheme = proto
         else:
-            xff = environ.get("HTTP_X_FORWARDED_FOR")
+            xff = get("HTTP_X_FORWARDED_FOR" if wsgi else "x-forwarded-for")
             if xff:
                 _, client = self._client([_host(h) for h in xff.split(",") if h.strip()])
-        if scheme is not None:
-            environ["wsgi.url_scheme"] = scheme
-        if client is not None:
-            environ["REMOTE_ADDR"] = client
+        return scheme, client
+
+
+def _environ_key(header: str) -> str:
+    return "HTTP_" + header.upper().replace("-", "_")

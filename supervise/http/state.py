@@ -7,6 +7,11 @@ an event loop) and per-worker state never lives in class attributes.
 
 from __future__ import annotations
 
+# On a graceful stop, a kept-alive connection idle for less than this may be
+# about to carry the client's next request: it is answered (with
+# "Connection: close") rather than closed under the request.
+IDLE_GRACE_ON_STOP = 0.2
+
 
 class ServeState:
     """Shared by every connection of one worker process."""

@@ -27,6 +27,7 @@ WORKERS: dict[str, WorkerSpec] = {
     "sync": WorkerSpec("supervise.workers.sync:SyncWorker", "wsgi"),
     "gthread": WorkerSpec("supervise.workers.gthread:ThreadWorker", "wsgi"),
     "gevent": WorkerSpec("supervise.workers.ggevent:GeventWorker", "wsgi", extra="gevent"),
+    "asgi": WorkerSpec("supervise.workers.asgi:AsgiWorker", "asgi"),
 }
 
 

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from supervise import loading
-from supervise.http.state import ServeState
+from supervise.http.state import IDLE_GRACE_ON_STOP, ServeState
 from supervise.scoreboard import Slot, State
 
 if TYPE_CHECKING:
@@ -37,14 +37,12 @@ if TYPE_CHECKING:
     from supervise.logs import Logger
     from supervise.sockets import Listener
 
+__all__ = ["APP_LOAD_ERROR", "IDLE_GRACE_ON_STOP", "WORKER_BOOT_ERROR", "Worker"]
+
 # Exit statuses the arbiter understands (same numbers as Gunicorn's).
 WORKER_BOOT_ERROR = 3
 APP_LOAD_ERROR = 4
 
-# On a graceful stop, a kept-alive connection idle for less than this may be
-# about to carry the client's next request: it is answered (with
-# "Connection: close") rather than closed under the request.
-IDLE_GRACE_ON_STOP = 0.2
 
 
 class Worker:
@@ -155,6 +153,7 @@ class Worker:
         self.cfg.post_worker_init(self)
         if self.watch_files:
             self._start_file_watcher()
+        self.startup()
         self.booted = True
         self.slot.heartbeat()
         self.slot.set_state(State.READY)
@@ -163,6 +162,15 @@ class Worker:
     # -- hooks a worker class may override ---------------------------------------
     def patch(self) -> None:
         """Runs after fork, before TLS and the app are set up: monkey-patching goes here."""
+
+    def startup(self) -> None:
+        """Runs once the app is loaded, before the worker is marked READY.
+
+        An event-loop worker creates its loop here and runs the app's lifespan
+        startup; raising ``SystemExit(APP_LOAD_ERROR)`` fails the boot, so the
+        canary rule covers a failing startup (at start the arbiter exits with
+        the error shown once; on HUP the serving generation stays).
+        """
 
     def create_tls(self) -> Any:
         """The TLS context this worker serves with, or None without TLS.

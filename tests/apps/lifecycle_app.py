@@ -1,5 +1,6 @@
-"""A WSGI app for process-lifecycle tests: who answered, slow and stuck requests."""
+"""WSGI and ASGI apps for process-lifecycle tests: who answered, slow and stuck requests."""
 
+import asyncio
 import os
 import time
 
@@ -25,3 +26,26 @@ def app(environ, start_response):
         body = b"ok"
     start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
     return [body]
+
+
+async def asgi_app(scope, receive, send):
+    """The same routes for the asgi worker; /sleep waits without blocking the loop."""
+    if scope["type"] != "http":
+        return  # no lifespan support: the worker goes on without it
+    path = scope["path"]
+    query = scope["query_string"].decode()
+    if path == "/sleep":
+        await asyncio.sleep(float(query or "1"))
+        body = b"slept"
+    elif path == "/hang":
+        read_end, _write_end = os.pipe()
+        os.read(read_end, 1)  # blocks the event loop: only SIGABRT/SIGKILL get it out
+    elif path == "/pid":
+        body = str(os.getpid()).encode()
+    elif path == "/version":
+        body = VERSION.encode()
+    else:
+        body = b"ok"
+    headers = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,440 @@
+"""One ASGI HTTP request: the app call, its ``receive`` and its ``send``.
+
+``send`` is a small state machine over the response (the states are sentinel
+classes, as in h11): the head is held back until the first body message, so
+a response whose whole body comes in one message goes out in one write with a
+Content-Length, and a streamed one gets chunked framing. Every message an app
+may send is checked; a wrong one raises RuntimeError in the app (and is
+logged with the request line), never leaves the client hanging.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from time import monotonic, perf_counter
+from typing import TYPE_CHECKING, Any
+
+from supervise._native import ChunkedDecoder, ParseError, asgi_response_head
+from supervise.http.errors import ClientDisconnected, error_response
+
+if TYPE_CHECKING:
+    from supervise.http.asgi_http import HttpProtocol
+
+# Request body buffered for the app past which reading pauses.
+BODY_HIGH_WATER = 256 * 1024
+# pathsend without sendfile: the file goes out in pieces of this size.
+FILE_CHUNK = 256 * 1024
+
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_LAST_CHUNK = b"0\r\n\r\n"
+_DISCONNECT = {"type": "http.disconnect"}
+
+
+class _NotStarted:
+    """No http.response.start yet."""
+
+
+class _Started:
+    """http.response.start received; the head waits for the first body message."""
+
+
+class _Streaming:
+    """The head is sent; more body may follow."""
+
+
+class _Trailers:
+    """The body is complete; the app announced trailers and they are still to come."""
+
+
+class _Complete:
+    """The response is fully written."""
+
+
+class RequestCycle:
+    """The exchange of one request: body in, response out."""
+
+    __slots__ = (
+        "_chunked",
+        "_decoder",
+        "_headers",
+        "_length",
+        "_remaining",
+        "_sent",
+        "_status",
+        "_trailer_fields",
+        "_waiter",
+        "body",
+        "body_delivered",
+        "body_pending",
+        "body_size",
+        "continue_sent",
+        "gone",
+        "is_head",
+        "keep_alive",
+        "last_read",
+        "proto",
+        "req",
+        "response",
+        "scope",
+        "trailers",
+    )
+
+    def __init__(self, proto: HttpProtocol, req: Any, scope: dict[str, Any]) -> None:
+        self.proto = proto
+        self.req = req
+        self.scope = scope
+        self.keep_alive = req.keep_alive and proto.ctx.keepalive > 0
+        self.is_head = req.method == "HEAD"
+        self.response: type = _NotStarted
+        self.gone = False  # the client disconnected
+        self._waiter: asyncio.Future[None] | None = None
+        # Request body: what arrived and the app has not taken yet.
+        self.body: list[bytes] = []
+        self.body_size = 0
+        self.body_delivered = False  # the app got the last http.request message
+        self.continue_sent = not req.expect_continue
+        self.last_read = monotonic()
+        self._decoder: Any = None
+        self._remaining = 0
+        if req.chunked:
+            self._decoder = ChunkedDecoder(proto.ctx.limit_body)
+            self.body_pending = True
+        else:
+            self._remaining = req.content_length or 0
+            self.body_pending = self._remaining > 0
+        # Response.
+        self._status = 0
+        self._headers: Any = ()
+        self._trailer_fields: list[Any] = []
+        self.trailers = False
+        self._chunked = False
+        self._length = -1  # the Content-Length being sent, -1 when none
+        self._sent = 0
+
+    # -- the request body, from the protocol -------------------------------------------
+    def feed_body(self, data: bytes) -> bytes:
+        """Take body bytes; returns what follows the body (the next request)."""
+        self.last_read = monotonic()
+        leftover = b""
+        decoder = self._decoder
+        if decoder is not None:
+            try:
+                payload = decoder.feed(data)
+            except ParseError as exc:
+                self._bad_body(exc.status, exc.reason)
+                return b""
+            if decoder.done:
+                self.body_pending = False
+                leftover = decoder.leftover
+        elif len(data) <= self._remaining:
+            payload = data
+            self._remaining -= len(data)
+            self.body_pending = self._remaining > 0
+        else:
+            payload, leftover = data[: self._remaining], data[self._remaining :]
+            self._remaining = 0
+            self.body_pending = False
+        if payload:
+            self.body.append(payload)
+            self.body_size += len(payload)
+            if self.body_size > BODY_HIGH_WATER:
+                self.proto.pause_reading()
+        self._wake()
+        return leftover
+
+    def _bad_body(self, status: int, reason: str) -> None:
+        self.body_pending = False
+        if self.response is _NotStarted:
+            self.response = _Complete
+            self.proto.transport.write(error_response(status, reason))
+        self.proto.close()
+        self.disconnected()
+
+    def disconnected(self) -> None:
+        self.gone = True
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def sweep(self, now: float) -> None:
+        """Enforce body_timeout while the app waits for body bytes that do not come."""
+        timeout = self.proto.ctx.cfg.body_timeout
+        if (
+            self.body_pending
+            and self._waiter is not None
+            and timeout
+            and now - self.last_read > timeout
+        ):
+            self._bad_body(408, "no request body data within body_timeout")
+
+    # -- the app's receive --------------------------------------------------------------
+    async def receive(self) -> dict[str, Any]:
+        if self.body_delivered:
+            # Nothing more will come but the end of the exchange.
+            while not self.gone and self.response is not _Complete:
+                await self._wait()
+            return _DISCONNECT
+        if self.gone or self.response is _Complete:
+            return _DISCONNECT
+        if not self.body and self.body_pending:
+            if not self.continue_sent:
+                self.continue_sent = True
+                self.proto.transport.write(_CONTINUE)
+            self.proto.resume_reading()
+            while not self.body and self.body_pending and not self.gone:
+                await self._wait()
+            if self.gone:
+                return _DISCONNECT
+        body = self.body[0] if len(self.body) == 1 else b"".join(self.body)
+        self.body.clear()
+        self.body_size = 0
+        if self.body_pending:
+            self.proto.resume_reading()
+        else:
+            self.body_delivered = True
+        return {"type": "http.request", "body": body, "more_body": self.body_pending}
+
+    async def _wait(self) -> None:
+        if self._waiter is None:
+            self._waiter = self.proto.ctx.loop.create_future()
+        await self._waiter
+
+    # -- the app's send -----------------------------------------------------------------
+    async def send(self, message: dict[str, Any]) -> None:
+        kind = message["type"]
+        state = self.response
+        if self.gone:
+            raise ClientDisconnected(f"the client went away ({kind} not sent)")
+        if state is _NotStarted:
+            if kind == "http.response.start":
+                self._start(message)
+            elif kind == "http.response.early_hint":
+                self._early_hint(message)
+            else:
+                raise RuntimeError(f"Expected ASGI message 'http.response.start', got {kind!r}")
+        elif state is _Started or state is _Streaming:
+            if kind == "http.response.body":
+                self._body(message)
+            elif kind == "http.response.pathsend" and state is _Started:
+                await self._pathsend(message)
+            else:
+                raise RuntimeError(f"Expected ASGI message 'http.response.body', got {kind!r}")
+        elif state is _Trailers:
+            if kind != "http.response.trailers":
+                raise RuntimeError(f"Expected ASGI message 'http.response.trailers', got {kind!r}")
+            self._trailers(message)
+        else:
+            raise RuntimeError(f"ASGI message {kind!r} sent after the response was complete")
+        if self.proto.write_paused and not self.gone:
+            await self.proto.drain()
+
+    def _start(self, message: dict[str, Any]) -> None:
+        status = message["status"]
+        if type(status) is not int:
+            raise TypeError(f"http.response.start 'status' must be an int, not {status!r}")
+        self._status = status
+        headers = message.get("headers", ())
+        # Kept for the access log: an iterator would be used up by the head.
+        self._headers = headers if type(headers) in (list, tuple) else list(headers)
+        self.trailers = bool(message.get("trailers", False))
+        self.response = _Started
+
+    def _head(self, body_length: int) -> bytes:
+        keep_alive = self.keep_alive and not self.proto.ctx.state.stopping
+        head, length, chunked, keep_alive = asgi_response_head(
+            self._status,
+            self._headers,
+            self.req.http_version,
+            keep_alive,
+            self.is_head,
+            body_length,
+        )
+        self.keep_alive = keep_alive
+        self._length = length
+        self._chunked = chunked
+        return head
+
+    def _body(self, message: dict[str, Any]) -> None:
+        body = message.get("body", b"")
+        if type(body) is not bytes:
+            if not isinstance(body, (bytearray, memoryview)):
+                raise TypeError(f"http.response.body 'body' must be bytes, not {type(body)}")
+            body = bytes(body)
+        more = message.get("more_body", False)
+        write = self.proto.transport.write
+        if self.response is _Started:
+            head = self._head(-1 if more else len(body))
+            self.response = _Streaming
+            if body and self._length > 0:
+                # The usual response: head and whole body in one write.
+                self._count(len(body))
+                write(head + body)
+                body = b""
+            else:
+                write(head)
+        if body and self._length != 0:
+            self._count(len(body))
+            write(b"%x\r\n%b\r\n" % (len(body), body) if self._chunked else body)
+        if not more:
+            self._body_done()
+
+    def _count(self, size: int) -> None:
+        self._sent += size
+        if self._length >= 0 and self._sent > self._length:
+            raise RuntimeError("Response content longer than its Content-Length")
+
+    def _body_done(self) -> None:
+        if self.trailers and self.req.http_version == "1.1":
+            self.response = _Trailers
+            return
+        if self._chunked:
+            self.proto.transport.write(_LAST_CHUNK)
+        self._finish()
+
+    def _trailers(self, message: dict[str, Any]) -> None:
+        # Gathered until the last message: the trailer section is written once.
+        self._trailer_fields.extend(message.get("headers", ()))
+        if message.get("more_trailers", False):
+            return
+        if self._chunked:
+            fields = b"".join(_field(name, value) for name, value in self._trailer_fields)
+            self.proto.transport.write(b"0\r\n" + fields + b"\r\n")
+        self._finish()
+
+    def _finish(self) -> None:
+        self.response = _Complete
+        keep_alive = self.keep_alive
+        if 0 < self._length != self._sent and not self.is_head:
+            # Fewer bytes than announced: the client would wait for the rest.
+            self.proto.ctx.log.error(
+                "Response to %s shorter than its Content-Length (%d of %d bytes)",
+                request_line(self.req),
+                self._sent,
+                self._length,
+            )
+            keep_alive = False
+        self._wake()
+        self.proto.response_complete(self, keep_alive=keep_alive)
+
+    def _early_hint(self, message: dict[str, Any]) -> None:
+        if self.req.http_version != "1.1":
+            return  # 1xx responses are for HTTP/1.1 clients only
+        lines = b"".join(_field(b"Link", link) for link in message.get("links", ()))
+        self.proto.transport.write(b"HTTP/1.1 103 Early Hints\r\n" + lines + b"\r\n")
+
+    async def _pathsend(self, message: dict[str, Any]) -> None:
+        path = message["path"]
+        with open(path, "rb") as file:
+            size = os.fstat(file.fileno()).st_size
+            head = self._head(size)
+            self.response = _Streaming
+            transport = self.proto.transport
+            transport.write(head)
+            count = size if self._length < 0 else min(size, self._length)
+            if self._length != 0 and count:
+                self._sent += count
+                await self._send_file(file, count)
+        self._body_done()
+
+    async def _send_file(self, file: Any, count: int) -> None:
+        proto = self.proto
+        loop = proto.ctx.loop
+        if not self._chunked and proto.transport.get_extra_info("sslcontext") is None:
+            try:
+                await loop.sendfile(proto.transport, file, 0, count, fallback=False)
+                return
+            except (AttributeError, NotImplementedError, RuntimeError):
+                pass  # uvloop and TLS transports: copy it in pieces below
+        left = count
+        while left > 0 and not self.gone:
+            data = file.read(min(FILE_CHUNK, left))
+            if not data:
+                break
+            left -= len(data)
+            proto.transport.write(b"%x\r\n%b\r\n" % (len(data), data) if self._chunked else data)
+            if proto.write_paused:
+                await proto.drain()
+
+    # -- the app call -----------------------------------------------------------------
+    async def run(self) -> None:
+        proto = self.proto
+        ctx = proto.ctx
+        ctx.in_flight += 1
+        started = perf_counter()
+        try:
+            await ctx.app(self.scope, self.receive, self.send)
+        except Exception as exc:
+            if not (self.gone and isinstance(exc, OSError)):
+                ctx.log.exception("Error handling request %s", request_line(self.req))
+            self._failed()
+        else:
+            if self.response is _NotStarted and not self.gone:
+                ctx.log.error(
+                    "ASGI app returned without starting a response to %s", request_line(self.req)
+                )
+                self._failed()
+            elif self.response is not _Complete and not self.gone:
+                ctx.log.error(
+                    "ASGI app returned without completing its response to %s",
+                    request_line(self.req),
+                )
+                self._failed()
+        finally:
+            ctx.in_flight -= 1
+            ctx.request_done()
+            if ctx.access_log:
+                self._log_access(perf_counter() - started)
+
+    def _failed(self) -> None:
+        """500 when nothing was sent yet; otherwise cut the connection off."""
+        if self.gone:
+            return
+        if self.response is _NotStarted or self.response is _Started:
+            self.response = _Complete
+            self.proto.transport.write(error_response(500, body=not self.is_head))
+        else:
+            self.response = _Complete
+        self.proto.close()
+
+    def _log_access(self, seconds: float) -> None:
+        client = self.scope["client"]
+        environ = self.req.wsgi_environ({"REMOTE_ADDR": client[0] if client else ""})
+        self.proto.ctx.log.access(_AccessRecord(self), None, environ, seconds)
+
+
+class _AccessRecord:
+    """The response as the access log reads it (Gunicorn's atoms)."""
+
+    __slots__ = ("_headers", "sent", "status", "status_code")
+
+    def __init__(self, cycle: RequestCycle) -> None:
+        self.status_code = cycle._status or (500 if cycle.response is _Complete else None)
+        self.status = str(self.status_code)
+        self.sent = cycle._sent
+        self._headers = cycle._headers
+
+    @property
+    def headers(self) -> list[tuple[str, str]]:
+        return [(n.decode("latin-1"), v.decode("latin-1")) for n, v in self._headers]
+
+
+def _field(name: bytes, value: bytes) -> bytes:
+    """One header field line; the checks response heads get natively."""
+    if type(name) is not bytes or type(value) is not bytes:
+        raise TypeError("header names and values must be byte strings")
+    if not _TOKEN.fullmatch(name) or _BAD_VALUE.search(value):
+        raise ValueError(f"invalid header field {name!r}: {value!r}")
+    return name + b": " + value + b"\r\n"
+
+
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_BAD_VALUE = re.compile(rb"[\r\n\x00]")
+
+
+def request_line(req: Any) -> str:
+    return f"{req.method} {req.target} HTTP/{req.http_version}"

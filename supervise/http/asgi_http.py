@@ -1,0 +1,232 @@
+"""ASGI over HTTP/1.1 on asyncio: one ``HttpProtocol`` per connection.
+
+The protocol object owns the connection: it parses heads with the native
+parser, feeds request bodies to the current ``RequestCycle`` (asgi_cycle.py)
+and starts the next request once a response is complete (keep-alive and
+pipelining, in order). It never blocks and never waits on a timer of its own:
+the worker's tick calls ``sweep()`` to enforce the header and keep-alive
+deadlines, so a request costs no timer handle.
+
+Flow control both ways: reading pauses while the app has not taken the body
+already buffered (or pipelined requests pile up), and the cycle's ``send``
+awaits while the transport's write buffer is over its high-water mark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from time import monotonic
+from typing import Any
+
+from supervise._native import ParseError
+from supervise.http.asgi_context import AsgiContext
+from supervise.http.asgi_cycle import RequestCycle
+from supervise.http.asgi_scope import ConnectionInfo, http_scope, websocket_scope
+from supervise.http.errors import error_response
+from supervise.http.proxy import ContradictoryScheme
+from supervise.http.state import IDLE_GRACE_ON_STOP
+
+_NEVER = float("inf")
+# Unparsed bytes (pipelined requests waiting behind the current one) past
+# which reading pauses until the current response is done.
+PIPELINE_LIMIT = 256 * 1024
+
+
+class HttpProtocol(asyncio.Protocol):
+    """One HTTP/1.1 connection of an asgi worker."""
+
+    def __init__(self, ctx: AsgiContext) -> None:
+        self.ctx = ctx
+        self.transport: Any = None
+        self.info: ConnectionInfo | None = None
+        self.buf = b""  # bytes no request has consumed yet
+        self.cycle: RequestCycle | None = None  # the request whose response is not done
+        # When the worker's sweep gives up on this connection while no request
+        # is being served: header_timeout for a head, keepalive when idle.
+        self.deadline = _NEVER
+        self.served = False  # has answered a request: idle then means keep-alive idle
+        self.idle_since = 0.0
+        self.read_paused = False
+        self.write_paused = False
+        self._drained: asyncio.Future[None] | None = None
+
+    # -- asyncio callbacks -----------------------------------------------------
+    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+        ctx = self.ctx
+        self.transport = transport
+        if len(ctx.connections) >= ctx.max_connections:
+            transport.write(error_response(503, "Too many connections"))
+            transport.close()
+            return
+        ctx.connections.add(self)
+        self.info = ConnectionInfo(ctx, transport)
+        self.deadline = monotonic() + ctx.header_timeout
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.ctx.connections.discard(self)
+        if self.cycle is not None:
+            self.cycle.disconnected()
+        self._wake_writers()
+
+    def eof_received(self) -> bool:
+        # The client closed its sending side. A response still to be written can
+        # go out (keep the transport open); otherwise there is nothing to do.
+        return self.cycle is not None and not self.ctx.state.stopping
+
+    def data_received(self, data: bytes) -> None:
+        cycle = self.cycle
+        if cycle is not None and cycle.body_pending:
+            data = cycle.feed_body(data)
+            if not data:
+                return
+        if self.buf:
+            self.buf += data
+        else:
+            self.buf = data
+            if cycle is None:
+                # The head must be complete within header_timeout of its first byte.
+                self.deadline = monotonic() + self.ctx.header_timeout
+        if cycle is None:
+            self._next_request()
+        elif len(self.buf) > PIPELINE_LIMIT:
+            self.pause_reading()
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        self._wake_writers()
+
+    # -- what the cycle and the worker use ---------------------------------------
+    async def drain(self) -> None:
+        """Wait until the transport's write buffer is below its low-water mark."""
+        if self._drained is None:
+            self._drained = self.ctx.loop.create_future()
+        await self._drained
+
+    def _wake_writers(self) -> None:
+        waiter, self._drained = self._drained, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def pause_reading(self) -> None:
+        if not self.read_paused and not self.transport.is_closing():
+            self.read_paused = True
+            self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.read_paused:
+            self.read_paused = False
+            if not self.transport.is_closing():
+                self.transport.resume_reading()
+
+    def response_complete(self, cycle: RequestCycle, *, keep_alive: bool) -> None:
+        """The cycle's response is fully written: close, or wait for the next request."""
+        if self.cycle is not cycle:
+            return
+        self.cycle = None
+        if not keep_alive or self.ctx.state.stopping or self.transport.is_closing():
+            self.close()
+            return
+        self.served = True
+        self.idle_since = now = monotonic()
+        self.deadline = now + (self.ctx.header_timeout if self.buf else self.ctx.keepalive)
+        self.resume_reading()
+        if self.buf:
+            self._next_request()
+
+    def close(self) -> None:
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def shutdown(self) -> None:
+        """A graceful stop began: idle keep-alive connections close (after a short
+        grace, a request may be on the wire); a request in flight finishes and
+        its response says ``Connection: close``."""
+        self.sweep(monotonic())
+
+    def sweep(self, now: float) -> None:
+        cycle = self.cycle
+        if cycle is not None:
+            cycle.sweep(now)
+            return
+        if now > self.deadline:
+            if self.buf:
+                # Part of a head, then silence: say why before closing.
+                self.transport.write(
+                    error_response(408, "request head not complete within header_timeout")
+                )
+            self.close()
+        elif (
+            self.ctx.state.stopping
+            and self.served
+            and not self.buf
+            and now - self.idle_since >= IDLE_GRACE_ON_STOP
+        ):
+            self.close()
+
+    # -- requests ------------------------------------------------------------------
+    def _next_request(self) -> None:
+        ctx = self.ctx
+        buf = self.buf
+        try:
+            found = ctx.parse(buf)
+        except ParseError as exc:
+            self._refuse(exc.status, exc.reason)
+            return
+        if found is None:
+            if len(buf) > PIPELINE_LIMIT:  # the parser's limits make this unreachable
+                self._refuse(431, "Request head too large")
+            return
+        req, size = found
+        self.deadline = _NEVER
+        upgrade = req.upgrade
+        if upgrade is not None and ctx.ws_protocol is not None and upgrade.lower() == "websocket":
+            self._upgrade(req, buf[:size], buf[size:])
+            return
+        self.buf = buf[size:]
+        if ctx.limit_body and req.content_length and req.content_length > ctx.limit_body:
+            self._refuse(413, f"Request body larger than {ctx.limit_body} bytes")
+            return
+        if ctx.limit_concurrency and ctx.in_flight >= ctx.limit_concurrency:
+            self._refuse(503, "Too many requests in flight")
+            return
+        assert self.info is not None
+        try:
+            scope = http_scope(ctx, self.info, req)
+        except ContradictoryScheme as exc:
+            self._refuse(400, str(exc))
+            return
+        self.cycle = cycle = RequestCycle(self, req, scope)
+        if self.buf and cycle.body_pending:
+            rest, self.buf = self.buf, b""
+            self.buf = cycle.feed_body(rest)
+        ctx.loop.create_task(cycle.run())
+
+    def _upgrade(self, req: Any, head: bytes, rest: bytes) -> None:
+        """Hand the connection to the WebSocket protocol (it answers the handshake)."""
+        ctx = self.ctx
+        assert self.info is not None
+        try:
+            scope = websocket_scope(ctx, self.info, req)
+        except ContradictoryScheme as exc:
+            self._refuse(400, str(exc))
+            return
+        self.buf = b""
+        ws = ctx.ws_protocol(ctx=ctx, info=self.info, scope=scope, head=head)
+        ctx.connections.discard(self)
+        self.transport.set_protocol(ws)
+        ws.connection_made(self.transport)
+        if self.read_paused:
+            self.read_paused = False
+            self.transport.resume_reading()
+        if rest:
+            ws.data_received(rest)
+
+    def _refuse(self, status: int, reason: str) -> None:
+        """Answer a request that cannot be served and close the connection."""
+        self.ctx.log.debug("Invalid request from %s: %s", self.info and self.info.client, reason)
+        self.buf = b""
+        self.transport.write(error_response(status, reason))
+        self.close()

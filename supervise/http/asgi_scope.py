@@ -1,0 +1,137 @@
+"""ASGI scopes from a parsed request head (the native parser's ``Request``).
+
+The per-connection part (client, server, extensions, trust) is computed once
+per connection by ``ConnectionInfo``; a request adds only its own keys.
+"""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+
+from supervise.http.asgi_context import AsgiContext
+
+
+def _sockaddr(addr: Any) -> tuple[str, int] | None:
+    """A peer or local address as ASGI wants it; None for a unix socket."""
+    if isinstance(addr, tuple) and len(addr) >= 2:
+        return str(addr[0]), int(addr[1])
+    return None
+
+
+class ConnectionInfo:
+    """What every request on one connection shares."""
+
+    __slots__ = ("client", "extensions", "scheme", "server", "trusted")
+
+    def __init__(self, ctx: AsgiContext, transport: Any) -> None:
+        peer = transport.get_extra_info("peername")
+        self.client = _sockaddr(peer)
+        self.server = _sockaddr(transport.get_extra_info("sockname"))
+        if self.client is not None:
+            self.trusted = ctx.proxy.enabled and ctx.proxy.trusts(self.client[0])
+        else:
+            # Unix-socket peers are trusted for proxy headers, as in the WSGI workers.
+            self.trusted = ctx.proxy.enabled
+        self.scheme = ctx.scheme
+        self.extensions: dict[str, Any] = {
+            "http.response.pathsend": {},
+            "http.response.trailers": {},
+            "http.response.early_hint": {},
+        }
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None:
+            self.extensions["tls"] = _tls_extension(ssl_object)
+
+
+def _tls_extension(ssl_object: ssl.SSLObject) -> dict[str, Any]:
+    cipher = ssl_object.cipher()
+    peer = ssl_object.getpeercert(binary_form=True)
+    return {
+        "server_cert": None,
+        "client_cert_chain": [ssl.DER_cert_to_PEM_cert(peer)] if peer else [],
+        "client_cert_name": None,
+        "client_cert_error": None,
+        "tls_version": _TLS_VERSIONS.get(ssl_object.version() or ""),
+        "cipher_suite": None if cipher is None else cipher[0],
+    }
+
+
+# The numbers the ASGI TLS extension uses for the protocol versions.
+_TLS_VERSIONS = {"TLSv1": 0x0301, "TLSv1.1": 0x0302, "TLSv1.2": 0x0303, "TLSv1.3": 0x0304}
+
+
+def _decoded_path(req: Any) -> str:
+    path = req.path  # percent-decoded bytes, one char per byte (latin-1)
+    if path.isascii():
+        return path
+    return path.encode("latin-1").decode("utf-8", "replace")
+
+
+def http_scope(ctx: AsgiContext, info: ConnectionInfo, req: Any) -> dict[str, Any]:
+    """The scope of an HTTP request; may raise ContradictoryScheme (proxy headers)."""
+    root = ctx.root_path
+    scope = {
+        "type": "http",
+        "asgi": ctx.asgi,
+        "http_version": req.http_version,
+        "server": info.server,
+        "client": info.client,
+        "scheme": info.scheme,
+        "method": req.method,
+        "root_path": root,
+        "path": root + _decoded_path(req) if root else _decoded_path(req),
+        "raw_path": root.encode() + req.raw_path if root else req.raw_path,
+        "query_string": req.query.encode("latin-1"),
+        "headers": req.headers,
+        "state": ctx.lifespan_state.copy(),
+        "extensions": info.extensions,
+    }
+    if info.trusted:
+        _apply_proxy_headers(ctx, scope, req, websocket=False)
+    return scope
+
+
+def websocket_scope(ctx: AsgiContext, info: ConnectionInfo, req: Any) -> dict[str, Any]:
+    """The scope of a WebSocket handshake request."""
+    root = ctx.root_path
+    protocols = [
+        p.strip()
+        for name, value in req.headers
+        if name == b"sec-websocket-protocol"
+        for p in value.decode("latin-1").split(",")
+        if p.strip()
+    ]
+    scope = {
+        "type": "websocket",
+        "asgi": ctx.asgi,
+        "http_version": req.http_version,
+        "server": info.server,
+        "client": info.client,
+        "scheme": "wss" if info.scheme == "https" else "ws",
+        "root_path": root,
+        "path": root + _decoded_path(req) if root else _decoded_path(req),
+        "raw_path": root.encode() + req.raw_path if root else req.raw_path,
+        "query_string": req.query.encode("latin-1"),
+        "headers": req.headers,
+        "subprotocols": protocols,
+        "state": ctx.lifespan_state.copy(),
+        "extensions": {"websocket.http.response": {}},
+    }
+    if "tls" in info.extensions:
+        scope["extensions"]["tls"] = info.extensions["tls"]
+    if info.trusted:
+        _apply_proxy_headers(ctx, scope, req, websocket=True)
+    return scope
+
+
+def _apply_proxy_headers(ctx: AsgiContext, scope: dict, req: Any, *, websocket: bool) -> None:
+    def get(name: str) -> str | None:
+        value = req.header(name.encode())
+        return None if value is None else value.decode("latin-1")
+
+    scheme, client = ctx.proxy.resolve(get, wsgi=False)
+    if scheme is not None:
+        scope["scheme"] = {"http": "ws", "https": "wss"}[scheme] if websocket else scheme
+    if client is not None:
+        scope["client"] = (client, 0)
