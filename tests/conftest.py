@@ -59,6 +59,22 @@ def read_until_closed(sock: socket.socket) -> bytes:
     return b"".join(chunks)
 
 
+def seen_target(target: str, echoed: dict) -> str:
+    """The request-target an echo app can report: all of it through WSGI (RAW_URI);
+    through ASGI, which has no raw target, its origin form without a fragment."""
+    if echoed.get("interface") != "asgi":
+        return target
+    target = target.split("#", 1)[0]
+    if target.startswith("/") or target == "*":
+        return target
+    scheme, sep, rest = target.partition("://")
+    if not sep or "/" in scheme:
+        return ""  # authority form (CONNECT): nothing reaches an ASGI app
+    cut = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+    origin = rest[cut:]
+    return origin if origin.startswith("/") else "/" + origin
+
+
 def wait_until(predicate: Callable[[], object], timeout: float = 15.0, interval: float = 0.05):
     """Poll until predicate() is truthy; return its value or fail the test."""
     deadline = time.monotonic() + timeout

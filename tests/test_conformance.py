@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from conftest import SHARED_DIR, Server
+from conftest import SHARED_DIR, Server, seen_target
 from test_raw_requests import HTTP_WORKERS, Response, exchange, serve_echo, split_responses
 
 CORPORA = SHARED_DIR / "conformance" / "http1"
@@ -92,7 +92,8 @@ def judge(case: Case, responses: list[Response]) -> str | None:
                 continue  # a keep-alive worker reached a later hostless request: 400 is right
             seen = echoed(resp)
             got = {k: seen.get(k) for k in ("method", "uri", "body_len")}
-            if got != {"method": want["method"], "uri": want["uri"], "body_len": want["body_len"]}:
+            uri = seen_target(want["uri"], seen)
+            if got != {"method": want["method"], "uri": uri, "body_len": want["body_len"]}:
                 return f"app saw {got}, expected {want}"
         return None
     if case.expect in ("reject", "incomplete"):

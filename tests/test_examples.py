@@ -54,7 +54,12 @@ def test_flask_app(start_server):
     assert server.get("/missing")[0] == 404
 
 
-def test_django_project(start_server, tmp_path):
+@pytest.mark.parametrize(
+    "args",
+    [["mysite.wsgi:application"], ["-k", "asgi", "mysite.asgi:application"]],
+    ids=["wsgi", "asgi"],
+)
+def test_django_project(start_server, tmp_path, args):
     pytest.importorskip("django")
     project = EXAMPLES / "django_project"
     env = {"DJANGO_DB": str(tmp_path / "db.sqlite3")}
@@ -66,7 +71,7 @@ def test_django_project(start_server, tmp_path):
         capture_output=True,
         timeout=120,
     )
-    server = start_server("mysite.wsgi:application", "-w", "2", cwd=project, env=env)
+    server = start_server(*args, "-w", "2", cwd=project, env=env)
 
     status, _, body = server.get("/")
     assert status == 200
@@ -95,3 +100,32 @@ def _base_env() -> dict[str, str]:
     env = dict(os.environ)
     env.pop("DJANGO_SETTINGS_MODULE", None)
     return env
+
+
+def test_fastapi_app(start_server):
+    pytest.importorskip("fastapi")
+    from websockets.sync.client import connect
+
+    server = start_server("-k", "asgi", "-w", "2", "main:app", cwd=EXAMPLES / "fastapi_app")
+    status, _, body = server.get("/")
+    assert (status, json.loads(body)) == (200, {"message": "Hello from FastAPI", "scheme": "http"})
+    assert json.loads(server.get("/items/7?q=x")[2]) == {"item_id": 7, "q": "x"}
+    assert server.get("/items/seven")[0] == 422
+    status, _, body = server.get(
+        "/echo", method="POST", body=b'{"a": [1, 2]}', headers={"Content-Type": "application/json"}
+    )
+    assert (status, json.loads(body)) == (200, {"json": {"a": [1, 2]}})
+
+    status, headers, body = server.get("/stream")
+    assert headers.get("transfer-encoding") == "chunked"
+    assert body == b"".join(f"line {i}\n".encode() for i in range(5))
+
+    status, headers, body = server.get("/files/notes.txt")
+    assert status == 200
+    assert body == (EXAMPLES / "fastapi_app" / "static" / "notes.txt").read_bytes()
+    assert headers["content-length"] == str(len(body))
+    assert server.get("/files/missing.txt")[0] == 404
+
+    with connect(f"ws://127.0.0.1:{server.port}/ws", open_timeout=10) as ws:
+        ws.send("hi")
+        assert ws.recv(timeout=10) == "echo: hi"

@@ -68,11 +68,6 @@ class HttpProtocol(asyncio.Protocol):
             self.cycle.disconnected()
         self._wake_writers()
 
-    def eof_received(self) -> bool:
-        # The client closed its sending side. A response still to be written can
-        # go out (keep the transport open); otherwise there is nothing to do.
-        return self.cycle is not None and not self.ctx.state.stopping
-
     def data_received(self, data: bytes) -> None:
         cycle = self.cycle
         if cycle is not None and cycle.body_pending:

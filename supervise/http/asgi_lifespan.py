@@ -85,6 +85,8 @@ class Lifespan:
         assert self._answered is not None
         try:
             await self.app(self.scope, self._receive, self._send)
+        except asyncio.CancelledError:
+            raise  # the worker is exiting at once (QUIT): nothing to report
         except BaseException as exc:
             if self.startup_state is _Waiting and self.mode == "auto":
                 self.startup_state = _Unsupported

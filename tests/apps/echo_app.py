@@ -22,3 +22,32 @@ def app(environ: dict, start_response: Callable) -> Iterable[bytes]:
         "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
     )
     return [data]
+
+
+async def asgi_app(scope: dict, receive: Callable, send: Callable) -> None:
+    """The same echo for the asgi worker. ASGI has no raw request-target: the uri
+    is rebuilt from raw_path and query_string (the origin form)."""
+    if scope["type"] != "http":
+        return
+    body_len = 0
+    while True:
+        message = await receive()
+        body_len += len(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    query = scope["query_string"].decode("latin-1")
+    uri = scope["raw_path"].decode("latin-1") + (f"?{query}" if query else "")
+    payload = {
+        "interface": "asgi",
+        "method": scope["method"],
+        "uri": uri,
+        # The bytes of the decoded path in the WSGI notation (one char per byte),
+        # so both interfaces are checked against the same expectations.
+        "path": scope["path"].encode("utf-8", "surrogateescape").decode("latin-1"),
+        "query": query,
+        "body_len": body_len,
+    }
+    data = json.dumps(payload).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": data})

@@ -1,6 +1,5 @@
 """WSGI and ASGI apps for process-lifecycle tests: who answered, slow and stuck requests."""
 
-import asyncio
 import os
 import time
 
@@ -35,6 +34,10 @@ async def asgi_app(scope, receive, send):
     path = scope["path"]
     query = scope["query_string"].decode()
     if path == "/sleep":
+        # Imported here: the WSGI app must import for a worker running as `nobody`,
+        # who may not be able to read the standard library's not-yet-imported parts.
+        import asyncio
+
         await asyncio.sleep(float(query or "1"))
         body = b"slept"
     elif path == "/hang":

@@ -1,0 +1,9 @@
+"""The ASGI entry point: supervise -k asgi mysite.asgi:application"""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mysite.settings")
+
+application = get_asgi_application()

@@ -1,0 +1,474 @@
+"""The asgi worker as an ASGI app sees it: scope, events, errors, flow control, lifespan.
+
+Every test runs the real `supervise -k asgi` and talks to it with httpx,
+http.client or raw sockets.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import read_until_closed, wait_until
+from test_tls import client_context, https_get, start_tls
+from test_tls import pki as tls_pki  # noqa: F401 - the fixture, as `tls_pki`
+
+APP = "asgi_apps:app"
+
+
+@pytest.fixture
+def asgi(start_server):
+    """Start `supervise -k asgi ARGS asgi_apps:app` (extra args before the app)."""
+
+    def start(*args: str, app: str = APP, **options):
+        return start_server("-k", "asgi", *args, app, **options)
+
+    return start
+
+
+def url(server, path: str) -> str:
+    return f"http://{server.host}:{server.port}{path}"
+
+
+def scope_of(server, path: str = "/scope", **kwargs) -> dict:
+    response = httpx.get(url(server, path), **kwargs)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def raw_exchange(server, data: bytes, timeout: float = 5.0) -> bytes:
+    with server.connect(timeout) as sock:
+        sock.sendall(data)
+        return read_until_closed(sock)
+
+
+# -- scope ------------------------------------------------------------------------
+
+
+def test_http_scope_keys(asgi):
+    server = asgi()
+    headers = [("X-Dup", "one"), ("X-Dup", "two"), ("User-Agent", "t")]
+    scope = scope_of(server, "/scope?a=1&b=%20", headers=headers)
+    assert scope["type"] == "http"
+    assert scope["asgi"] == {"version": "3.0", "spec_version": "2.4"}
+    assert scope["http_version"] == "1.1"
+    assert scope["method"] == "GET"
+    assert scope["scheme"] == "http"
+    assert scope["path"] == "/scope"
+    assert scope["raw_path"] == "/scope"
+    assert scope["query_string"] == "a=1&b=%20"
+    assert scope["root_path"] == ""
+    names = [name for name, _ in scope["headers"]]
+    assert names == [name.lower() for name in names]
+    assert [v for n, v in scope["headers"] if n == "x-dup"] == ["one", "two"]
+    assert scope["client"][0] == "127.0.0.1" and isinstance(scope["client"][1], int)
+    assert scope["server"] == ["127.0.0.1", server.port]
+    assert scope["state"] == {"started": "yes"}  # a copy of the lifespan state
+    for name in ("http.response.pathsend", "http.response.trailers", "http.response.early_hint"):
+        assert name in scope["extensions"]
+    assert "tls" not in scope["extensions"]
+
+
+def test_path_is_percent_decoded_utf8_and_raw_path_is_not(asgi):
+    server = asgi()
+    scope = scope_of(server, "/scope/sc%C3%A8ne%2Fx?q=%C3%A8")
+    assert scope["path"] == "/scope/scène/x"
+    assert scope["raw_path"] == "/scope/sc%C3%A8ne%2Fx"
+    assert scope["query_string"] == "q=%C3%A8"
+
+
+def test_root_path_prefixes_path(asgi):
+    server = asgi("--root-path", "/api")
+    scope = scope_of(server, "/scope")
+    assert scope["root_path"] == "/api"
+    assert scope["path"] == "/api/scope"
+    assert scope["raw_path"] == "/api/scope"
+
+
+def test_unix_socket_scope_has_no_addresses(asgi, tmp_path):
+    path = str(tmp_path / "s.sock")
+    server = asgi(unix=path, wait=False)
+    transport = httpx.HTTPTransport(uds=path)
+    wait_until(lambda: Path(path).exists())
+    with httpx.Client(transport=transport, base_url="http://x") as client:
+        scope = wait_until(lambda: _get_or_none(client, "/scope"))
+    assert scope["client"] is None and scope["server"] is None
+    server.stop()
+
+
+def _get_or_none(client: httpx.Client, path: str):
+    try:
+        return client.get(path).json()
+    except httpx.TransportError:
+        return None
+
+
+def test_proxy_headers_only_from_trusted_peers(asgi):
+    headers = {"X-Forwarded-For": "203.0.113.7", "X-Forwarded-Proto": "https"}
+    trusted = asgi("--forwarded-allow-ips", "127.0.0.1")
+    scope = scope_of(trusted, headers=headers)
+    assert scope["client"] == ["203.0.113.7", 0]
+    assert scope["scheme"] == "https"
+    untrusted = asgi("--forwarded-allow-ips", "10.9.9.9")
+    scope = scope_of(untrusted, headers=headers)
+    assert scope["client"][0] == "127.0.0.1"
+    assert scope["scheme"] == "http"
+
+
+def test_forwarded_header_sets_client_and_scheme(asgi):
+    server = asgi("--forwarded-allow-ips", "*")
+    scope = scope_of(server, headers={"Forwarded": 'for="[2001:db8::1]:4711";proto=https'})
+    assert scope["client"] == ["2001:db8::1", 0]
+    assert scope["scheme"] == "https"
+
+
+def test_factory_flag_calls_the_app_factory(asgi):
+    server = asgi("--factory", app="asgi_apps:create_app")
+    assert scope_of(server)["type"] == "http"
+
+
+# -- request bodies -----------------------------------------------------------------
+
+
+def test_echo_with_content_length_and_chunked(asgi):
+    server = asgi()
+    assert httpx.post(url(server, "/echo"), content=b"hello").content == b"hello"
+
+    def pieces():
+        yield b"one,"
+        yield b"two,"
+        yield b"three"
+
+    response = httpx.post(url(server, "/echo"), content=pieces())
+    assert response.content == b"one,two,three"
+
+
+def test_request_body_streams_to_the_app_as_it_arrives(asgi):
+    server = asgi()
+    with server.connect() as sock:
+        sock.sendall(
+            b"POST /stream-echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"5\r\nfirst\r\n"
+        )
+        head = sock.recv(65536)
+        # The first chunk comes back before the request body is complete.
+        while b"first" not in head:
+            head += sock.recv(65536)
+        assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+        assert b"transfer-encoding: chunked" in head.lower()
+        sock.sendall(b"6\r\nsecond\r\n0\r\n\r\n")
+        rest = b""
+        while not rest.endswith(b"0\r\n\r\n"):
+            rest += sock.recv(65536)
+        assert b"second" in rest
+
+
+def test_expect_100_continue(asgi):
+    server = asgi()
+    with server.connect() as sock:
+        sock.sendall(
+            b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n"
+        )
+        assert sock.recv(65536) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(b"body")
+        response = sock.recv(65536)
+        assert response.startswith(b"HTTP/1.1 200 OK") and response.endswith(b"body")
+
+
+def test_body_larger_than_limit_is_413(asgi):
+    server = asgi("--limit-request-body", "10")
+    response = raw_exchange(
+        server, b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 11\r\n\r\n01234567890"
+    )
+    assert response.startswith(b"HTTP/1.1 413 ")
+    chunked = raw_exchange(
+        server,
+        b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"b\r\n01234567890\r\n0\r\n\r\n",
+    )
+    assert chunked.startswith(b"HTTP/1.1 413 ")
+
+
+def test_malformed_request_is_400(asgi):
+    server = asgi()
+    response = raw_exchange(
+        server, b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"
+    )
+    assert response.startswith(b"HTTP/1.1 400 ")
+
+
+# -- responses ----------------------------------------------------------------------
+
+
+def test_single_body_message_gets_content_length(asgi):
+    server = asgi()
+    response = httpx.get(url(server, "/scope"))
+    assert response.headers["content-length"] == str(len(response.content))
+    assert "transfer-encoding" not in response.headers
+    assert response.headers["server"] == "supervise"
+    assert "date" in response.headers
+
+
+def test_streamed_response_is_chunked(asgi):
+    server = asgi()
+    response = httpx.get(url(server, "/stream?n=4&size=3"))
+    assert response.headers["transfer-encoding"] == "chunked"
+    assert response.content == b"000111222333"
+
+
+def test_head_and_bodiless_statuses_send_no_body(asgi):
+    server = asgi()
+    head = raw_exchange(server, b"HEAD /scope HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK") and head.endswith(b"\r\n\r\n")
+    for code in (204, 304):
+        response = raw_exchange(
+            server,
+            f"GET /status?code={code} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".encode(),
+        )
+        assert response.startswith(f"HTTP/1.1 {code} ".encode())
+        assert response.endswith(b"\r\n\r\n"), response
+        assert b"must not" not in response
+
+
+def test_keep_alive_and_pipelining_answer_in_order(asgi):
+    server = asgi()
+    conn = server.http()
+    for _ in range(3):
+        conn.request("POST", "/echo", body=b"again")
+        assert conn.getresponse().read() == b"again"
+    conn.close()
+    requests = b"".join(
+        f"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{i:02d}".encode()
+        for i in range(5)
+    )
+    data = raw_exchange(
+        server, requests + b"GET /stream HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    )
+    assert data.count(b"HTTP/1.1 200 OK") == 6
+    assert [data.index(f"\r\n\r\n{i:02d}".encode()) for i in range(5)] == sorted(
+        data.index(f"\r\n\r\n{i:02d}".encode()) for i in range(5)
+    )
+
+
+def test_idle_keep_alive_connection_is_closed_after_keepalive(asgi):
+    server = asgi("--keep-alive", "1")
+    with server.connect() as sock:
+        sock.sendall(b"GET /stream HTTP/1.1\r\nHost: t\r\n\r\n")
+        started = time.monotonic()
+        read_until_closed(sock)
+        assert time.monotonic() - started < 5
+
+
+def test_pathsend_sends_the_file(asgi, tmp_path):
+    data = bytes(range(256)) * 4096
+    path = tmp_path / "file.bin"
+    path.write_bytes(data)
+    server = asgi()
+    response = httpx.get(url(server, "/pathsend"), params={"path": str(path)})
+    assert response.headers["content-length"] == str(len(data))
+    assert response.content == data
+
+
+def test_trailers_follow_a_chunked_body(asgi):
+    server = asgi()
+    data = raw_exchange(
+        server, b"GET /trailers HTTP/1.1\r\nHost: t\r\nTE: trailers\r\nConnection: close\r\n\r\n"
+    )
+    assert b"transfer-encoding: chunked" in data.lower()
+    assert data.endswith(b"4\r\ndata\r\n0\r\nx-checksum: abc\r\n\r\n")
+
+
+def test_early_hint_is_a_103_before_the_response(asgi):
+    server = asgi()
+    data = raw_exchange(server, b"GET /early-hint HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    assert data.startswith(
+        b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload; as=style\r\n\r\n"
+        b"HTTP/1.1 200 OK"
+    )
+    assert data.endswith(b"after the hint")
+
+
+# -- application errors -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "logged"),
+    [
+        ("/raise-before", "boom before start"),
+        ("/no-response", "returned without starting a response"),
+        ("/bad-event", "Expected ASGI message 'http.response.start'"),
+        ("/str-body", "must be bytes"),
+        ("/bad-header", "CR, LF or NUL"),
+    ],
+)
+def test_app_errors_before_the_head_are_500_and_logged(asgi, path, logged):
+    server = asgi()
+    response = httpx.get(url(server, path))
+    assert response.status_code == 500
+    log = server.wait_for_log(logged)
+    assert f"GET {path} HTTP/1.1" in log
+    assert server.get("/stream")[0] == 200  # the worker goes on
+
+
+@pytest.mark.parametrize(
+    ("path", "logged"),
+    [("/raise-after", "boom after start"), ("/incomplete", "without completing its response")],
+)
+def test_app_errors_after_the_head_cut_the_connection(asgi, path, logged):
+    server = asgi()
+    data = raw_exchange(server, f"GET {path} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+    assert data.startswith(b"HTTP/1.1 200 OK")
+    assert not data.endswith(b"0\r\n\r\n")  # truncated: no last chunk
+    server.wait_for_log(logged)
+
+
+# -- disconnects ----------------------------------------------------------------------
+
+
+def test_client_disconnect_reaches_the_app(asgi, tmp_path):
+    marker = tmp_path / "marker"
+    server = asgi()
+    with server.connect() as sock:
+        sock.sendall(f"GET /disconnect?marker={marker} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+        time.sleep(0.2)
+    wait_until(lambda: marker.exists() and marker.read_text() == "http.disconnect")
+
+
+def test_receive_after_the_response_is_disconnect(asgi, tmp_path):
+    marker = tmp_path / "marker"
+    server = asgi()
+    assert httpx.get(url(server, "/after-response"), params={"marker": str(marker)}).text == "done"
+    wait_until(lambda: marker.exists() and marker.read_text() == "http.disconnect")
+
+
+def test_send_after_disconnect_raises_oserror(asgi, tmp_path):
+    marker = tmp_path / "marker"
+    server = asgi()
+    with server.connect() as sock:
+        sock.sendall(
+            f"GET /send-after-disconnect?marker={marker} HTTP/1.1\r\nHost: t\r\n\r\n".encode()
+        )
+        time.sleep(0.2)
+    wait_until(lambda: marker.exists() and marker.read_text().startswith("OSError"))
+
+
+# -- flow control ---------------------------------------------------------------------
+
+
+def worker_rss_kib(server) -> int:
+    return int(httpx.get(url(server, "/rss")).text)
+
+
+def test_slow_reader_does_not_grow_the_worker(asgi):
+    server = asgi("-w", "1")
+    before = worker_rss_kib(server)
+    with server.connect(timeout=30) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        sock.sendall(b"GET /big?mib=64 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        time.sleep(1.5)  # read nothing: the app's sends must wait
+        during = worker_rss_kib(server)
+        total = len(read_until_closed(sock))
+    assert total > 64 * 1024 * 1024
+    assert during - before < 16 * 1024, (before, during)  # far below the 64 MiB sent
+
+
+def test_fast_uploader_waits_for_a_slow_app(asgi):
+    server = asgi("-w", "1")
+    before = worker_rss_kib(server)
+    size = 48 * 1024 * 1024
+    result: dict[str, bytes] = {}
+
+    def upload() -> None:
+        with server.connect(timeout=30) as sock:
+            sock.sendall(
+                f"POST /slow-upload?wait=2 HTTP/1.1\r\nHost: t\r\nContent-Length: {size}\r\n"
+                "Connection: close\r\n\r\n".encode()
+            )
+            chunk = b"u" * (1024 * 1024)
+            for _ in range(size // len(chunk)):
+                sock.sendall(chunk)
+            result["response"] = read_until_closed(sock)
+
+    thread = threading.Thread(target=upload)
+    thread.start()
+    time.sleep(1.2)
+    during = worker_rss_kib(server)
+    thread.join(30)
+    assert result["response"].endswith(str(size).encode())
+    assert during - before < 16 * 1024, (before, during)
+
+
+def test_limit_concurrency_answers_503(asgi):
+    server = asgi("-w", "1", "--limit-concurrency", "1")
+    slow = threading.Thread(target=lambda: httpx.get(url(server, "/sleep?s=1.5"), timeout=10))
+    slow.start()
+    time.sleep(0.5)
+    assert httpx.get(url(server, "/stream")).status_code == 503
+    slow.join()
+    assert httpx.get(url(server, "/stream")).status_code == 200
+
+
+# -- lifespan -------------------------------------------------------------------------
+
+
+def test_lifespan_shutdown_runs_on_term(asgi, tmp_path):
+    marker = tmp_path / "marker"
+    server = asgi(env={"LIFESPAN_MARKER": str(marker)})
+    assert scope_of(server, "/state") == {"started": "yes"}
+    assert server.stop(signal.SIGTERM) == 0
+    assert marker.read_text() == "shutdown\n"
+    assert "Application startup complete" in server.log()
+
+
+def test_lifespan_off_sends_no_lifespan_events(asgi):
+    server = asgi("--lifespan", "off")
+    assert scope_of(server, "/state") == {}
+
+
+def test_failed_startup_stops_the_server_with_the_message_once(asgi, tmp_path):
+    flag = tmp_path / "fail"
+    flag.write_text("1")
+    server = asgi(
+        "-w", "3", app="asgi_apps:failing_startup", wait=False, env={"STARTUP_FAIL": str(flag)}
+    )
+    assert server.proc.wait(20) == 4
+    log = server.log()
+    assert log.count("Application startup failed: database unreachable") == 1
+
+
+def test_failed_startup_on_hup_keeps_the_old_workers(asgi, tmp_path):
+    flag = tmp_path / "fail"
+    server = asgi("-w", "2", app="asgi_apps:failing_startup", env={"STARTUP_FAIL": str(flag)})
+    old = set(server.wait_workers(2))
+    server.wait_for_log("Ready: 2 worker")  # both started up before startup breaks
+    flag.write_text("1")
+    server.signal(signal.SIGHUP)
+    server.wait_for_log("Reload failed")
+    assert set(server.wait_workers(2)) == old
+    assert int(httpx.get(url(server, "/")).text) in old
+
+
+# -- TLS and logs ---------------------------------------------------------------------
+
+
+def test_tls_scope_has_https_and_the_tls_extension(start_server, tls_pki):  # noqa: F811
+    server = start_tls(start_server, tls_pki, "-k", "asgi", APP)
+    status, _, body = https_get(server, client_context(tls_pki, cert=True), "/scope")
+    scope = json.loads(body)
+    assert status == 200 and scope["scheme"] == "https"
+    tls = scope["extensions"]["tls"]
+    assert tls["tls_version"] in (0x0303, 0x0304)
+    assert tls["cipher_suite"]
+
+
+def test_access_log_line(asgi):
+    server = asgi("--access-logfile", "-")
+    httpx.get(url(server, "/stream?n=2&size=2"), headers={"User-Agent": "probe/1"})
+    log = server.wait_for_log(r'"GET /stream\?n=2&size=2 HTTP/1.1" 200')
+    assert "probe/1" in log
