@@ -44,7 +44,6 @@ WORKER_BOOT_ERROR = 3
 APP_LOAD_ERROR = 4
 
 
-
 class Worker:
     """Base class of every worker; subclasses set ``interface`` and write ``run()``."""
 
