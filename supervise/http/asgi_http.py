@@ -209,13 +209,12 @@ class HttpProtocol(asyncio.Protocol):
             self._refuse(400, str(exc))
             return
         self.buf = b""
+        # From here on reading is the WebSocket protocol's to pause and resume.
+        self.resume_reading()
         ws = ctx.ws_protocol(ctx=ctx, info=self.info, scope=scope, head=head)
         ctx.connections.discard(self)
         self.transport.set_protocol(ws)
         ws.connection_made(self.transport)
-        if self.read_paused:
-            self.read_paused = False
-            self.transport.resume_reading()
         if rest:
             ws.data_received(rest)
 
