@@ -472,3 +472,13 @@ def test_access_log_line(asgi):
     httpx.get(url(server, "/stream?n=2&size=2"), headers={"User-Agent": "probe/1"})
     log = server.wait_for_log(r'"GET /stream\?n=2&size=2 HTTP/1.1" 200')
     assert "probe/1" in log
+
+
+def test_long_pipeline_is_answered_in_full(asgi):
+    server = asgi()
+    count = 300
+    requests = b"GET /stream?n=1&size=1 HTTP/1.1\r\nHost: t\r\n\r\n" * count
+    data = raw_exchange(
+        server, requests + b"GET /stream HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    )
+    assert data.count(b"HTTP/1.1 200 OK") == count + 1

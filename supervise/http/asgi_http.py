@@ -15,6 +15,7 @@ awaits while the transport's write buffer is over its high-water mark.
 from __future__ import annotations
 
 import asyncio
+import sys
 from time import monotonic
 from typing import Any
 
@@ -27,6 +28,21 @@ from supervise.http.proxy import ContradictoryScheme
 from supervise.http.state import IDLE_GRACE_ON_STOP
 
 _NEVER = float("inf")
+
+if sys.version_info >= (3, 12):
+
+    def start_task(loop: asyncio.AbstractEventLoop, coro: Any) -> None:
+        # Eager: the app runs at once, up to its first real wait; a simple
+        # response is then written before data_received returns, with no
+        # extra turn of the loop.
+        asyncio.Task(coro, loop=loop, eager_start=True)
+
+else:
+
+    def start_task(loop: asyncio.AbstractEventLoop, coro: Any) -> None:
+        loop.create_task(coro)
+
+
 # Unparsed bytes (pipelined requests waiting behind the current one) past
 # which reading pauses until the current response is done.
 PIPELINE_LIMIT = 256 * 1024
@@ -48,6 +64,8 @@ class HttpProtocol(asyncio.Protocol):
         self.idle_since = 0.0
         self.read_paused = False
         self.write_paused = False
+        self._dispatching = False  # inside _next_request
+        self._again = False
         self._drained: asyncio.Future[None] | None = None
 
     # -- asyncio callbacks -----------------------------------------------------
@@ -163,6 +181,22 @@ class HttpProtocol(asyncio.Protocol):
 
     # -- requests ------------------------------------------------------------------
     def _next_request(self) -> None:
+        """Serve the next buffered request. A response completed while the app ran
+        synchronously (eager tasks) asks again; that is looped here, not recursed,
+        so a long pipeline cannot exhaust the stack."""
+        if self._dispatching:
+            self._again = True
+            return
+        self._dispatching = True
+        try:
+            self._again = True
+            while self._again and self.cycle is None and self.buf:
+                self._again = False
+                self._dispatch()
+        finally:
+            self._dispatching = False
+
+    def _dispatch(self) -> None:
         ctx = self.ctx
         buf = self.buf
         try:
@@ -197,7 +231,7 @@ class HttpProtocol(asyncio.Protocol):
         if self.buf and cycle.body_pending:
             rest, self.buf = self.buf, b""
             self.buf = cycle.feed_body(rest)
-        ctx.loop.create_task(cycle.run())
+        start_task(ctx.loop, cycle.run())
 
     def _upgrade(self, req: Any, head: bytes, rest: bytes) -> None:
         """Hand the connection to the WebSocket protocol (it answers the handshake)."""

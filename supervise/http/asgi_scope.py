@@ -126,11 +126,16 @@ def websocket_scope(ctx: AsgiContext, info: ConnectionInfo, req: Any) -> dict[st
 
 
 def _apply_proxy_headers(ctx: AsgiContext, scope: dict, req: Any, *, websocket: bool) -> None:
-    def get(name: str) -> str | None:
-        value = req.header(name.encode())
-        return None if value is None else value.decode("latin-1")
-
-    scheme, client = ctx.proxy.resolve(get, wsgi=False)
+    # One pass over the headers; most requests carry none of these.
+    names = ctx.proxy.header_names
+    found: dict[str, str] = {}
+    for name, value in req.headers:
+        if name in names:
+            key, text = name.decode("latin-1"), value.decode("latin-1")
+            found[key] = f"{found[key]},{text}" if key in found else text
+    if not found:
+        return
+    scheme, client = ctx.proxy.resolve(found.get, wsgi=False)
     if scheme is not None:
         scope["scheme"] = {"http": "ws", "https": "wss"}[scheme] if websocket else scheme
     if client is not None:

@@ -74,6 +74,11 @@ class ProxyRules:
             (name.lower(), _environ_key(name), value)
             for name, value in (cfg.secure_scheme_headers or {}).items()
         ]
+        # Every header resolve() may look at, lower-cased bytes (ASGI header names).
+        self.header_names = frozenset(
+            [b"forwarded", b"x-forwarded-for"]
+            + [name.encode("latin-1") for name, _, _ in self._scheme_headers]
+        )
 
     def trusts(self, host: str) -> bool:
         """Whether the peer at ``host`` may set proxy headers (cached per address)."""
