@@ -583,6 +583,16 @@ def _build() -> dict[str, Setting]:
         "--no-server-header leaves it out, so that the software is not advertised.",
     )
     add(
+        name="date_header",
+        flags=["--date-header"],
+        action="toggle",
+        validator=BOOL,
+        default=True,
+        help="Send a Date header on responses that do not set one (RFC 9110 asks an origin "
+        "server with a clock to). --no-date-header leaves it out, for a proxy in front "
+        "that adds its own.",
+    )
+    add(
         name="enable_stdio_inheritance",
         flags=["-R", "--enable-stdio-inheritance"],
         action="store_true",

@@ -482,3 +482,22 @@ def test_long_pipeline_is_answered_in_full(asgi):
         server, requests + b"GET /stream HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
     )
     assert data.count(b"HTTP/1.1 200 OK") == count + 1
+
+
+def test_server_and_date_headers_can_be_left_out(asgi):
+    server = asgi("--no-server-header", "--no-date-header")
+    response = httpx.get(url(server, "/stream"))
+    assert "server" not in response.headers and "date" not in response.headers
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop", "rloop"])
+def test_every_event_loop_serves(asgi, loop):
+    pytest.importorskip(loop)
+    server = asgi("--loop", loop)
+    assert httpx.post(url(server, "/echo"), content=b"on " + loop.encode()).text == f"on {loop}"
+    conn = server.http()
+    for _ in range(2):
+        conn.request("GET", "/stream?n=2&size=2")
+        assert conn.getresponse().read() == b"0011"
+    conn.close()
+    assert server.stop(signal.SIGTERM) == 0

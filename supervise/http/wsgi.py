@@ -25,7 +25,7 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from supervise import SERVER_SOFTWARE, hooks
-from supervise._native import ChunkedDecoder, ParseError, RequestParser, set_server_header
+from supervise._native import ChunkedDecoder, ParseError, RequestParser
 from supervise.http.connection import Connection
 from supervise.http.errors import ClientError, error_response
 from supervise.http.proxy import ContradictoryScheme, ProxyRules
@@ -115,8 +115,6 @@ class WSGIHandler:
         if self.post_request is hooks.post_request:
             self.post_request = None
         self.access_log = bool(cfg.accesslog or cfg.logconfig_dict)
-        if not cfg.server_header:
-            set_server_header(None)
         self.multithread = multithread
 
     # -- environ layers ----------------------------------------------------------

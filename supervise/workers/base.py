@@ -26,7 +26,7 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from supervise import loading
+from supervise import _native, loading
 from supervise.http.state import IDLE_GRACE_ON_STOP, ServeState
 from supervise.scoreboard import Slot, State
 
@@ -144,6 +144,9 @@ class Worker:
         random.seed()
         self._init_signals()
         self.patch()
+        # Per-process switches of the native response heads, for every worker class.
+        _native.set_server_header(None if not self.cfg.server_header else "supervise")
+        _native.set_date_header(self.cfg.date_header)
         self.ssl_context = self.create_tls()
         if self.app is None:
             self.app = self._load_app()

@@ -16,5 +16,7 @@ pub use chunked::ChunkedDecoder;
 pub use error::ParseError;
 pub use head::{parse_request, RequestHead, Version};
 pub use limits::Limits;
-pub use response::{reason_phrase, set_server_header, ResponseHead, ResponseHeadBuilder};
+pub use response::{
+    reason_phrase, set_date_header, set_server_header, ResponseHead, ResponseHeadBuilder,
+};
 pub use target::TargetForm;

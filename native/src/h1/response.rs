@@ -8,6 +8,7 @@ use super::chars::{is_field_vchar, is_token, parse_decimal, trim_ows};
 use super::date::http_date_now;
 
 static SERVER: RwLock<Option<Vec<u8>>> = RwLock::new(None);
+static DATE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 static SERVER_SET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 const DEFAULT_SERVER: &[u8] = b"supervise";
 
@@ -22,6 +23,12 @@ pub fn set_server_header(value: Option<&[u8]>) -> Result<(), &'static str> {
     *guard = value.map(<[u8]>::to_vec);
     SERVER_SET.store(true, std::sync::atomic::Ordering::Release);
     Ok(())
+}
+
+/// Whether responses get a Date header the app did not set (RFC 9110 6.6.1
+/// wants one from a server with a clock; a proxy in front may add its own).
+pub fn set_date_header(on: bool) {
+    DATE.store(on, std::sync::atomic::Ordering::Relaxed);
 }
 
 fn with_server<R>(f: impl FnOnce(Option<&[u8]>) -> R) -> R {
@@ -253,7 +260,7 @@ impl ResponseHeadBuilder {
         } else if !self.http11 {
             self.buf.extend_from_slice(b"Connection: keep-alive\r\n");
         }
-        if !self.has_date {
+        if !self.has_date && DATE.load(std::sync::atomic::Ordering::Relaxed) {
             self.push(b"Date", &http_date_now());
         }
         if !self.has_server {

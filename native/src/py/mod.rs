@@ -20,6 +20,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<chunked::ChunkedDecoder>()?;
     m.add_function(wrap_pyfunction!(response::response_head, m)?)?;
     m.add_function(wrap_pyfunction!(response::asgi_response_head, m)?)?;
+    m.add_function(wrap_pyfunction!(response::set_date_header, m)?)?;
     m.add_function(wrap_pyfunction!(response::set_server_header, m)?)?;
     Ok(())
 }

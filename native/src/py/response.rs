@@ -121,3 +121,9 @@ pub fn set_server_header(value: Option<&Bound<'_, PyString>>) -> PyResult<()> {
         .transpose()?;
     h1::set_server_header(bytes.as_deref()).map_err(PyValueError::new_err)
 }
+
+/// Whether responses get a Date header when the app set none.
+#[pyfunction]
+pub fn set_date_header(on: bool) {
+    h1::set_date_header(on);
+}
