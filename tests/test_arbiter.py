@@ -178,6 +178,21 @@ def test_term_lets_slow_request_finish(start_server, wsgi_worker):
     assert server.proc.wait(20) == 0
 
 
+def test_term_reaching_a_booting_worker_is_not_lost(start_server, wsgi_worker, tmp_path):
+    # post_fork runs before the worker has its own signal handlers. A TERM sent
+    # then was caught by the arbiter's inherited handler and dropped: the worker
+    # served on until the arbiter gave up waiting and SIGKILLed it.
+    conf = tmp_path / "conf.py"
+    conf.write_text("import time\n\n\ndef post_fork(server, worker):\n    time.sleep(1.0)\n")
+    server = start_server(
+        "-k", wsgi_worker, "-w", "1", "--graceful-timeout", "5", "-c", str(conf), APP, wait=False
+    )
+    server.wait_for_log("Booting worker with pid")
+    server.signal(signal.SIGTERM)
+    assert server.proc.wait(20) == 0
+    assert "Worker exiting" in server.log(), server.log()  # a SIGKILLed worker says nothing
+
+
 def test_quit_stops_at_once(start_server, wsgi_worker):
     server = start_server("-k", wsgi_worker, "-w", "2", APP)
     workers = server.wait_workers(2)
