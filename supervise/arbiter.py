@@ -419,8 +419,18 @@ class Arbiter:
         )
         self.cfg.pre_fork(self, worker)
         slot.reset(0, self.generation)
-        pid = os.fork()
+        # Until the child has its own handlers, it runs the arbiter's: a TERM
+        # caught there would only be queued in the child's copy of the queue,
+        # and the worker would serve on until SIGKILL. Blocked, the signal
+        # waits for the worker's handlers (Worker._init_signals unblocks).
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, self.worker_class.SIGNALS)
+        try:
+            pid = os.fork()
+        except BaseException:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            raise
         if pid:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             slot.set_pid(pid)
             worker.pid = pid
             self.workers[pid] = WorkerRecord(pid, worker)

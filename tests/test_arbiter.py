@@ -180,6 +180,30 @@ def test_term_lets_slow_request_finish(start_server, any_worker):
     assert server.proc.wait(20) == 0
 
 
+def test_term_reaching_a_booting_worker_is_not_lost(start_server, any_worker, tmp_path):
+    # post_fork runs before the worker has its own signal handlers. A TERM sent
+    # then was caught by the arbiter's inherited handler and dropped: the worker
+    # served on until the arbiter gave up waiting and SIGKILLed it.
+    conf = tmp_path / "conf.py"
+    conf.write_text("import time\n\n\ndef post_fork(server, worker):\n    time.sleep(1.0)\n")
+    server = start_server(
+        "-k",
+        any_worker,
+        "-w",
+        "1",
+        "--graceful-timeout",
+        "5",
+        "-c",
+        str(conf),
+        lifecycle_app(any_worker),
+        wait=False,
+    )
+    server.wait_for_log("Booting worker with pid")
+    server.signal(signal.SIGTERM)
+    assert server.proc.wait(20) == 0
+    assert "Worker exiting" in server.log(), server.log()  # a SIGKILLed worker says nothing
+
+
 def test_quit_stops_at_once(start_server, any_worker):
     server = start_server("-k", any_worker, "-w", "2", lifecycle_app(any_worker))
     workers = server.wait_workers(2)

@@ -83,6 +83,9 @@ class AsgiWorker(Worker):
             self.log.error("%s", _missing(exc))
             raise SystemExit(WORKER_BOOT_ERROR) from None
         asyncio.set_event_loop(loop)
+        self.stop_requested: asyncio.Future[None] = loop.create_future()
+        if not self.alive:  # TERM came while the app was importing
+            self.stop_requested.set_result(None)
         for sig, action in self.signal_handlers().items():
             loop.add_signal_handler(sig, action)
         self.ctx = ctx = AsgiContext(
@@ -101,7 +104,6 @@ class AsgiWorker(Worker):
         if not loop.run_until_complete(self.lifespan.startup()):
             raise SystemExit(APP_LOAD_ERROR)
         self.servers = loop.run_until_complete(self._listen())
-        self.stop_requested: asyncio.Future[None] = loop.create_future()
 
     async def _listen(self) -> list[asyncio.AbstractServer]:
         def factory() -> HttpProtocol:
@@ -130,10 +132,12 @@ class AsgiWorker(Worker):
             loop.close()
 
     def on_stop(self) -> None:
-        # Runs on the loop (TERM through loop.add_signal_handler, or the parent
-        # check in notify()).
-        if not self.stop_requested.done():
-            self.stop_requested.set_result(None)
+        # On the loop (TERM through loop.add_signal_handler, or the parent check in
+        # notify()); before the loop exists, a plain signal handler: startup() then
+        # sees alive False and stops at once.
+        future = getattr(self, "stop_requested", None)
+        if future is not None and not future.done():
+            future.set_result(None)
 
     def _tick(self) -> None:
         """Heartbeat and deadlines; a blocked loop stops it, which is the point."""

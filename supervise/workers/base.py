@@ -279,6 +279,9 @@ class Worker:
         # A `pkill -HUP supervise` aimed at the master must not kill workers.
         for sig in (signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGWINCH):
             signal.signal(sig, signal.SIG_IGN)
+        # The arbiter forks with these blocked: one sent since (a TERM from a
+        # reload that finished fast) is delivered now, to the handlers above.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, self.SIGNALS)
 
     def drain_wakeup(self) -> None:
         """Empty the wake-up pipe after the selector reported it readable."""
