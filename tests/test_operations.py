@@ -93,7 +93,8 @@ def test_daemon_mode_writes_pidfile(tmp_path, start_server):
     pid = int(wait_until(lambda: pidfile.exists() and pidfile.read_text().strip()))
     try:
         launcher.port = port
-        launcher.wait_serving()
+        # Not wait_serving(): the launcher has exited by design; the daemon serves.
+        wait_until(launcher.is_serving, timeout=20)
         # Detached into a session of its own, not the launcher's (nor ours).
         assert os.getsid(pid) not in (launcher.pid, os.getsid(0))
         assert len(children_of(pid)) == 1
