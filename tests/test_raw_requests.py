@@ -18,7 +18,8 @@ from supervise import _native
 from supervise.workers import WORKERS
 
 # The HTTP workers these tests run against; a new worker class joins the list.
-HTTP_WORKERS = WSGI_WORKERS + worker_params("asgi")
+HTTP_WORKERS = WSGI_WORKERS + worker_params("asgi") + worker_params("rsgi")
+ECHO_APPS = {"wsgi": "app", "asgi": "asgi_app", "rsgi": "rsgi_app"}
 READ_TIMEOUT = 5.0
 
 Response = tuple[int, dict[str, str], bytes]
@@ -27,7 +28,7 @@ Response = tuple[int, dict[str, str], bytes]
 @contextlib.contextmanager
 def serve_echo(worker: str, log_dir: Path) -> Iterator[Server]:
     """One server for a whole module: starting one per case would dominate the run."""
-    app = "echo_app:asgi_app" if WORKERS[worker].interface == "asgi" else "echo_app:app"
+    app = f"echo_app:{ECHO_APPS[WORKERS[worker].interface]}"
     server = launch(["-k", worker, app], log_dir / "server.log")
     try:
         server.wait_serving()
