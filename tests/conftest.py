@@ -82,7 +82,8 @@ def seen_target(target: str, echoed: dict) -> str:
 def _decoded_origin(origin: str) -> str:
     """RSGI's view of an origin-form target: percent-decoded path (UTF-8), raw query."""
     path, sep, query = origin.partition("?")
-    return urllib.parse.unquote(path, errors="replace") + sep + query
+    raw = urllib.parse.unquote_to_bytes(path.encode("latin-1"))
+    return raw.decode("utf-8", "replace") + sep + query
 
 
 def wait_until(predicate: Callable[[], object], timeout: float = 15.0, interval: float = 0.05):

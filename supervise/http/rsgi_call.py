@@ -9,6 +9,7 @@ from time import perf_counter
 from typing import Any
 
 from supervise.logs import Logger
+from supervise.rsgi import RSGIProtocolClosed
 
 # What HTTPProtocol._finish() reports.
 _ANSWERED, _NO_RESPONSE, _ERROR_BEFORE, _CUT_OFF = range(4)
@@ -42,6 +43,11 @@ def make_handler(
     async def handle(scope: Any, proto: Any) -> None:
         try:
             await call(scope, proto)
+        except RSGIProtocolClosed:
+            # The client left (or sent a broken body, answered 400 already):
+            # not the app's fault, no traceback.
+            if proto._finish(True) == _CUT_OFF:
+                log.debug("Client gone during %s", request_line(scope))
         except BaseException as exc:
             report(scope, proto._finish(True))
             if not isinstance(exc, Exception):

@@ -12,6 +12,7 @@ use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE};
 use hyper::{HeaderMap, StatusCode};
 
 use super::bridge::Outcome;
+use crate::h1::chunked::FORBIDDEN_TRAILERS;
 use crate::server::{Reply, ReplySlot};
 
 pub struct BodyStream {
@@ -22,6 +23,7 @@ pub struct BodyStream {
 }
 
 const TOO_LARGE: &str = "request body larger than limit_request_body";
+const INVALID: &str = "invalid request body";
 const CUT: &str = "the client closed the connection while sending the body";
 
 impl BodyStream {
@@ -58,12 +60,37 @@ impl BodyStream {
                     *guard = None;
                     return Outcome::End;
                 }
-                Some(Err(_)) => {
+                Some(Err(e)) => {
                     *guard = None;
+                    if malformed(&e) {
+                        // A malformed chunked body: the client gets 400 (unless
+                        // the app answered already) and the app an error.
+                        self.reply
+                            .send(refusal(StatusCode::BAD_REQUEST, "Invalid chunked body"));
+                        return Outcome::ProtocolError(INVALID);
+                    }
                     return Outcome::Closed(CUT);
                 }
                 Some(Ok(frame)) => {
-                    // Trailers are not part of RSGI: skipped.
+                    // Trailers are not part of RSGI: checked as `h1` checks
+                    // them (no framing or routing fields), then dropped.
+                    let frame = match frame.into_trailers() {
+                        Ok(trailers) => {
+                            if trailers
+                                .keys()
+                                .any(|k| FORBIDDEN_TRAILERS.contains(&k.as_str().as_bytes()))
+                            {
+                                *guard = None;
+                                self.reply.send(refusal(
+                                    StatusCode::BAD_REQUEST,
+                                    "Forbidden trailer field",
+                                ));
+                                return Outcome::ProtocolError(INVALID);
+                            }
+                            continue;
+                        }
+                        Err(frame) => frame,
+                    };
                     if let Ok(data) = frame.into_data() {
                         if let Err(e) = self.count(data.len()) {
                             *guard = None;
@@ -106,24 +133,37 @@ impl BodyStream {
     }
 }
 
+/// hyper reports a bad chunked coding as an `InvalidData`/`InvalidInput` I/O
+/// error inside its body error; a cut connection is another I/O kind.
+fn malformed(e: &hyper::Error) -> bool {
+    use std::error::Error;
+    e.is_parse()
+        || e.source()
+            .and_then(|s| s.downcast_ref::<std::io::Error>())
+            .is_some_and(|io| {
+                matches!(
+                    io.kind(),
+                    std::io::ErrorKind::InvalidData | std::io::ErrorKind::InvalidInput
+                )
+            })
+}
+
 fn too_large() -> Reply {
-    let mut headers = HeaderMap::new();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
-    headers.insert(CONNECTION, HeaderValue::from_static("close"));
-    Reply::Full {
-        status: StatusCode::PAYLOAD_TOO_LARGE,
-        headers,
-        body: Bytes::from_static(b"Request body too large"),
-    }
+    refusal(StatusCode::PAYLOAD_TOO_LARGE, "Request body too large")
 }
 
 pub fn server_error() -> Reply {
+    refusal(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error")
+}
+
+/// A short text answer that ends the connection.
+fn refusal(status: StatusCode, text: &'static str) -> Reply {
     let mut headers = HeaderMap::new();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
     headers.insert(CONNECTION, HeaderValue::from_static("close"));
     Reply::Full {
-        status: StatusCode::INTERNAL_SERVER_ERROR,
+        status,
         headers,
-        body: Bytes::from_static(b"Internal Server Error"),
+        body: Bytes::from_static(text.as_bytes()),
     }
 }

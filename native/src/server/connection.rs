@@ -33,8 +33,10 @@ pub fn builder(shared: &Shared) -> http1::Builder {
         .keep_alive(cfg.keepalive.is_some())
         .header_read_timeout(cfg.header_timeout)
         .auto_date_header(cfg.date_header)
-        .pipeline_flush(true)
-        .half_close(false);
+        // A client may shut its sending side once its request is out and still
+        // wait for the answer (the conformance corpora do): serve it. The price:
+        // a client that left is noticed when a write fails, not at its FIN.
+        .half_close(true);
     let fields = if cfg.limit_request_fields == 0 {
         32768
     } else {

@@ -7,10 +7,10 @@ mod body;
 mod config;
 mod connection;
 mod exchange;
-mod limits;
 mod listener;
 mod runtime;
 mod service;
+mod strict;
 
 pub use body::ResponseBody;
 pub use config::{RuntimeMode, ServerConfig};

@@ -12,8 +12,8 @@ use tokio::sync::oneshot;
 
 use super::body::{file_buffer, ExchangeGuard, Framing, ResponseBody};
 use super::exchange::{ConnInfo, Exchange, Reply, ReplySlot, Tracker};
-use super::limits;
 use super::runtime::Shared;
+use super::strict;
 
 pub async fn handle(
     req: Request<Incoming>,
@@ -21,7 +21,7 @@ pub async fn handle(
     conn: Arc<ConnInfo>,
 ) -> Result<Response<ResponseBody>, Infallible> {
     let (head, body) = req.into_parts();
-    if let Err(r) = limits::check(&head, &shared.config) {
+    if let Err(r) = strict::check(&head, &shared.config) {
         return Ok(plain(r.status, r.reason, true));
     }
     let (tx, rx) = oneshot::channel();
