@@ -172,6 +172,7 @@ def test_response_file_and_range(rsgi, tmp_path):
     assert r.status_code == 206 and r.content == data[10:300000]
     r = httpx.get(url(server, f"/file?path={tmp_path}/missing"))
     assert r.status_code == 404
+    assert httpx.get(url(server, f"/file?path={tmp_path}")).status_code == 404  # a directory
 
 
 def test_response_stream_is_chunked(rsgi):
@@ -380,3 +381,24 @@ def test_max_requests_retires_the_worker(rsgi):
             assert client.get(url(server, "/empty")).status_code == 204
     wait_until(lambda: first not in server.workers())
     assert "max_requests" in server.log()
+
+
+def test_access_log_line(rsgi, tmp_path):
+    log = tmp_path / "access.log"
+    server = rsgi("--access-logfile", str(log))
+    assert httpx.get(url(server, "/text?x=1"), headers={"User-Agent": "probe"}).status_code == 201
+    wait_until(lambda: log.exists() and "GET /text?x=1 HTTP/1.1" in log.read_text())
+    line = log.read_text()
+    assert '" 201 ' in line and "probe" in line
+
+
+def test_websocket_upgrade_gets_a_plain_http_answer(rsgi):
+    server = rsgi()
+    request = (
+        b"GET /text HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+        b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    )
+    with server.connect() as sock:
+        sock.sendall(request)
+        data = sock.recv(65536)
+    assert data.startswith(b"HTTP/1.1 201 ")  # served as HTTP: no 101, no WebSocket

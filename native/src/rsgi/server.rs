@@ -153,7 +153,7 @@ impl RsgiServer {
 
     /// Requests finished since the last call (the worker counts in batches).
     fn take_requests(&self) -> u64 {
-        self.with_server(|s| s.take_requests() as usize) as u64
+        self.with_server(|s| s.take_requests())
     }
 
     /// Ends the runtimes (what is still open is cut) and joins their threads.
@@ -166,12 +166,13 @@ impl RsgiServer {
 }
 
 impl RsgiServer {
-    fn with_server(&self, f: impl FnOnce(&Server) -> usize) -> usize {
+    /// `f` on the running server; the default once it is closed.
+    fn with_server<T: Default>(&self, f: impl FnOnce(&Server) -> T) -> T {
         self.server
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
-            .map_or(0, f)
+            .map_or_else(T::default, f)
     }
 
     fn start(&self, py: Python<'_>, ex: crate::server::Exchange) {

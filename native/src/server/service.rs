@@ -98,7 +98,12 @@ async fn respond(
 
 async fn open_file(path: &std::path::Path, range: Option<(u64, u64)>) -> std::io::Result<Framing> {
     let mut file = tokio::fs::File::open(path).await?;
-    let size = file.metadata().await?.len();
+    let meta = file.metadata().await?;
+    if !meta.is_file() {
+        // A directory opens on Linux and fails only when read, after the head.
+        return Err(std::io::ErrorKind::NotFound.into());
+    }
+    let size = meta.len();
     let (start, end) = match range {
         Some((start, end)) => (start.min(size), end.min(size)),
         None => (0, size),

@@ -88,3 +88,7 @@ pub fn check(head: &Parts, cfg: &ServerConfig) -> Result<(), Reject> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "strict_tests.rs"]
+mod tests;
