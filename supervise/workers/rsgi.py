@@ -22,6 +22,8 @@ left is cut) and ``__rsgi_del__(loop)`` runs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 from time import monotonic
 from typing import Any
 
@@ -32,6 +34,14 @@ from supervise.workers.evloop import LoopWorker, cancel_remaining
 
 # The part of graceful_timeout kept for __rsgi_del__ and the runtime shutdown.
 SHUTDOWN_SHARE = 0.2
+
+
+def prefer_batches() -> None:
+    """SCHED_BATCH for the loop thread, as for the runtime threads (why:
+    native/src/server/sched.rs). Best effort."""
+    if hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_BATCH"):
+        with contextlib.suppress(OSError):
+            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
 
 
 class RsgiWorker(LoopWorker):
@@ -47,6 +57,7 @@ class RsgiWorker(LoopWorker):
 
     def startup(self) -> None:
         cfg = self.cfg
+        prefer_batches()
         loop = self.create_loop()
         init = getattr(self.app, "__rsgi_init__", None)
         if init is not None:

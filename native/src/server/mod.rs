@@ -9,6 +9,7 @@ mod connection;
 mod exchange;
 mod listener;
 mod runtime;
+mod sched;
 mod service;
 mod strict;
 

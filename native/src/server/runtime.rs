@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use super::config::{RuntimeMode, ServerConfig};
 use super::exchange::Dispatch;
 use super::listener::{self, ListenFd};
+use super::sched;
 
 #[derive(Default)]
 pub struct Counters {
@@ -85,11 +86,13 @@ impl Server {
         for i in 0..runtimes {
             let rt = match shared.config.mode {
                 RuntimeMode::St => tokio::runtime::Builder::new_current_thread()
+                    .on_thread_start(sched::prefer_batches)
                     .enable_all()
                     .build()?,
                 RuntimeMode::Mt => tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(threads)
                     .thread_name("supervise-tokio")
+                    .on_thread_start(sched::prefer_batches)
                     .enable_all()
                     .build()?,
             };
@@ -101,6 +104,9 @@ impl Server {
             let handle = std::thread::Builder::new()
                 .name(format!("supervise-rt-{i}"))
                 .spawn(move || {
+                    // The current-thread runtime runs here (on_thread_start
+                    // covers only the threads tokio starts itself).
+                    sched::prefer_batches();
                     rt.block_on(async {
                         let started: io::Result<()> = fds
                             .iter()
