@@ -114,7 +114,7 @@ def import_app(uri: str) -> Any:
             ) from None
     if obj is None:
         raise AppLoadError(f"{uri!r} is None; did the factory forget to return the app?")
-    if not callable(obj):
+    if not callable(obj) and not hasattr(obj, "__rsgi__"):
         raise AppLoadError(f"{uri!r} is not callable (a {type(obj).__name__})")
     return obj
 
@@ -126,8 +126,6 @@ def detect_interface(app: Any) -> str | None:
     call = app if inspect.isroutine(app) else getattr(app, "__call__", None)  # noqa: B004
     if call is None:
         return None
-    if inspect.iscoroutinefunction(call) or inspect.iscoroutinefunction(app):
-        return "asgi"
     try:
         params = [
             p
@@ -135,6 +133,11 @@ def detect_interface(app: Any) -> str | None:
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
         ]
     except (TypeError, ValueError):
+        params = None
+    if inspect.iscoroutinefunction(call) or inspect.iscoroutinefunction(app):
+        # RSGI's callable is `async (scope, protocol)`; ASGI's takes three.
+        return "rsgi" if params is not None and len(params) == 2 else "asgi"
+    if params is None:
         return None
     if len(params) == 2:
         return "wsgi"

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from supervise import settings_asgi
+from supervise import settings_asgi, settings_rsgi
 from supervise.hooks import HOOKS
 from supervise.validators import (
     ADDRESSES,
@@ -738,6 +738,7 @@ def _build() -> dict[str, Setting]:
     )
 
     settings_asgi.declare(_adder(table, "ASGI"))
+    settings_rsgi.declare(_adder(table, "RSGI"))
 
     add = _adder(table, "Server Hooks")
     for hook in HOOKS.values():

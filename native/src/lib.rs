@@ -3,11 +3,14 @@
 
 pub mod h1;
 mod py;
+mod rsgi;
+pub mod server;
 
 use pyo3::prelude::*;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    py::register(m)
+    py::register(m)?;
+    rsgi::register(m)
 }

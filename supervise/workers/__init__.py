@@ -28,6 +28,7 @@ WORKERS: dict[str, WorkerSpec] = {
     "gthread": WorkerSpec("supervise.workers.gthread:ThreadWorker", "wsgi"),
     "gevent": WorkerSpec("supervise.workers.ggevent:GeventWorker", "wsgi", extra="gevent"),
     "asgi": WorkerSpec("supervise.workers.asgi:AsgiWorker", "asgi"),
+    "rsgi": WorkerSpec("supervise.workers.rsgi:RsgiWorker", "rsgi"),
 }
 
 

@@ -7,8 +7,8 @@ error. The loop accepts on the inherited listeners (``create_server(sock=)``);
 every connection is an ``HttpProtocol`` (supervise/http/asgi_http.py) that may
 hand itself over to the WebSocket protocol on an upgrade.
 
-Signals go through the loop (``loop.add_signal_handler``), so a graceful stop
-runs as a coroutine on the loop: stop accepting, let requests in flight finish
+Signals go through the loop (workers/evloop.py, shared with rsgi), so a
+graceful stop runs as a coroutine on the loop: stop accepting, let requests in flight finish
 (their responses say ``Connection: close``), close idle keep-alive
 connections and websockets (1012), then run the lifespan shutdown. The
 heartbeat is a loop callback: an app that blocks the loop stops it, and the
@@ -31,28 +31,12 @@ from typing import Any
 from supervise.http.asgi_context import AsgiContext
 from supervise.http.asgi_http import HttpProtocol
 from supervise.http.asgi_lifespan import Lifespan
-from supervise.workers.base import APP_LOAD_ERROR, WORKER_BOOT_ERROR, Worker
+from supervise.workers.base import APP_LOAD_ERROR, WORKER_BOOT_ERROR
+from supervise.workers.evloop import LoopWorker, cancel_remaining
 
 # The part of graceful_timeout left for the lifespan shutdown once
 # connections have drained (the arbiter SIGKILLs at graceful_timeout).
 SHUTDOWN_SHARE = 0.2
-
-
-def new_event_loop(name: str) -> asyncio.AbstractEventLoop:
-    """The loop --loop asks for; ImportError when its library is missing."""
-    if name in ("auto", "uvloop"):
-        try:
-            import uvloop
-        except ImportError:
-            if name == "uvloop":
-                raise
-        else:
-            return uvloop.new_event_loop()
-    if name == "rloop":
-        import rloop
-
-        return rloop.new_event_loop()
-    return asyncio.new_event_loop()
 
 
 def ws_protocol_class(setting: str) -> Any:
@@ -69,25 +53,19 @@ def ws_protocol_class(setting: str) -> Any:
     return asgi_ws.protocol_class(setting)
 
 
-class AsgiWorker(Worker):
+class AsgiWorker(LoopWorker):
     """Serves ASGI apps (HTTP/1.1, WebSocket, lifespan) on an event loop."""
 
     interface = "asgi"
 
     def startup(self) -> None:
         cfg = self.cfg
+        loop = self.create_loop()
         try:
-            self.loop = loop = new_event_loop(cfg.loop)
             ws_protocol = ws_protocol_class(cfg.ws)
         except (ImportError, RuntimeError) as exc:
-            self.log.error("%s", _missing(exc))
+            self.log.error("%s", self.missing(exc))
             raise SystemExit(WORKER_BOOT_ERROR) from None
-        asyncio.set_event_loop(loop)
-        self.stop_requested: asyncio.Future[None] = loop.create_future()
-        if not self.alive:  # TERM came while the app was importing
-            self.stop_requested.set_result(None)
-        for sig, action in self.signal_handlers().items():
-            loop.add_signal_handler(sig, action)
         self.ctx = ctx = AsgiContext(
             app=self.app,
             cfg=cfg,
@@ -128,16 +106,8 @@ class AsgiWorker(Worker):
         try:
             loop.run_until_complete(self._serve())
         finally:
-            _cancel_remaining(loop)
+            cancel_remaining(loop)
             loop.close()
-
-    def on_stop(self) -> None:
-        # On the loop (TERM through loop.add_signal_handler, or the parent check in
-        # notify()); before the loop exists, a plain signal handler: startup() then
-        # sees alive False and stops at once.
-        future = getattr(self, "stop_requested", None)
-        if future is not None and not future.done():
-            future.set_result(None)
 
     def _tick(self) -> None:
         """Heartbeat and deadlines; a blocked loop stops it, which is the point."""
@@ -148,10 +118,6 @@ class AsgiWorker(Worker):
             conn.sweep(now)
         self.set_active(len(connections))
         self.loop.call_later(self.tick, self._tick)
-
-    @property
-    def tick(self) -> float:
-        return min(1.0, self.timeout / 4) if self.timeout > 0 else 1.0
 
     async def _serve(self) -> None:
         await self.stop_requested
@@ -168,19 +134,3 @@ class AsgiWorker(Worker):
             with contextlib.suppress(Exception):
                 conn.transport.abort()  # type: ignore[attr-defined]
         await self.lifespan.shutdown(max(deadline - monotonic(), 0) + budget * SHUTDOWN_SHARE)
-
-
-def _cancel_remaining(loop: asyncio.AbstractEventLoop) -> None:
-    """Cancel what is left (apps still running at the deadline) and let it unwind."""
-    tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
-    for task in tasks:
-        task.cancel()
-    if tasks:
-        with contextlib.suppress(Exception):
-            loop.run_until_complete(asyncio.wait(tasks, timeout=1.0))
-
-
-def _missing(exc: Exception) -> str:
-    if isinstance(exc, ImportError) and exc.name:
-        return f"the asgi worker needs {exc.name!r}, which is not installed: pip install {exc.name}"
-    return str(exc)

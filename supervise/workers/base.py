@@ -334,9 +334,10 @@ class Worker:
                 self.log.info("Parent changed, shutting down: %s", self)
                 self.begin_stop()
 
-    def request_done(self) -> None:
-        """Count a finished request; past max_requests ask for a replacement."""
-        self.nr += 1
+    def request_done(self, count: int = 1) -> None:
+        """Count finished requests (a worker counting in batches passes how many);
+        past max_requests ask for a replacement."""
+        self.nr += count
         self.slot.set_requests(self.nr)
         if self.nr >= self.max_requests and not self.retiring:
             self.retiring = True

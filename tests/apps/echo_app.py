@@ -51,3 +51,21 @@ async def asgi_app(scope: dict, receive: Callable, send: Callable) -> None:
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": data})
+
+
+async def rsgi_app(scope, proto) -> None:
+    """The same echo for the rsgi worker. RSGI has no raw target either, nor a raw
+    path: the uri is the percent-decoded path and the raw query."""
+    body = await proto()
+    query = scope.query_string
+    path = scope.path
+    payload = {
+        "interface": "rsgi",
+        "method": scope.method,
+        "uri": path + (f"?{query}" if query else ""),
+        "path": path.encode("utf-8", "surrogateescape").decode("latin-1"),
+        "query": query,
+        "body_len": len(body),
+    }
+    data = json.dumps(payload)
+    proto.response_str(200, [("content-type", "application/json")], data)

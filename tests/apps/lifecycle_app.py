@@ -52,3 +52,31 @@ async def asgi_app(scope, receive, send):
     headers = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+class _RsgiApp:
+    """The same routes for the rsgi worker (an RSGI app object, as Granian's docs show)."""
+
+    def __rsgi_init__(self, loop):
+        self.loop = loop
+
+    async def __rsgi__(self, scope, proto):
+        path = scope.path
+        if path == "/sleep":
+            import asyncio
+
+            await asyncio.sleep(float(scope.query_string or "1"))
+            body = "slept"
+        elif path == "/hang":
+            read_end, _write_end = os.pipe()
+            os.read(read_end, 1)  # blocks the event loop: only SIGABRT/SIGKILL get it out
+        elif path == "/pid":
+            body = str(os.getpid())
+        elif path == "/version":
+            body = VERSION
+        else:
+            body = "ok"
+        proto.response_str(200, [("content-type", "text/plain")], body)
+
+
+rsgi_app = _RsgiApp()

@@ -20,7 +20,7 @@ const TOO_LARGE: ParseError = ParseError::new(413, "Request body too large");
 
 /// Fields that would change how the message is framed, routed or
 /// authenticated if a later hop merged the trailers into the head.
-const FORBIDDEN_TRAILERS: &[&[u8]] = &[
+pub const FORBIDDEN_TRAILERS: &[&[u8]] = &[
     b"content-length",
     b"transfer-encoding",
     b"host",

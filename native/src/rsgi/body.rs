@@ -1,0 +1,169 @@
+//! Request bodies, read by tasks on the connection's runtime; the results go
+//! back to the loop through the bridge. A body over `limit_request_body`
+//! (chunked, so not refused from its Content-Length) answers 413 itself and
+//! fails the read.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE};
+use hyper::{HeaderMap, StatusCode};
+
+use super::bridge::Outcome;
+use crate::h1::chunked::FORBIDDEN_TRAILERS;
+use crate::server::{Reply, ReplySlot};
+
+pub struct BodyStream {
+    body: tokio::sync::Mutex<Option<Incoming>>,
+    seen: std::sync::atomic::AtomicU64,
+    limit: u64,
+    reply: ReplySlot,
+}
+
+const TOO_LARGE: &str = "request body larger than limit_request_body";
+const INVALID: &str = "invalid request body";
+const CUT: &str = "the client closed the connection while sending the body";
+
+impl BodyStream {
+    pub fn new(body: Incoming, limit: u64, reply: ReplySlot) -> Arc<Self> {
+        Arc::new(BodyStream {
+            body: tokio::sync::Mutex::new(Some(body)),
+            seen: Default::default(),
+            limit,
+            reply,
+        })
+    }
+
+    fn count(&self, n: usize) -> Result<(), Outcome> {
+        let seen = self
+            .seen
+            .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed)
+            + n as u64;
+        if self.limit != 0 && seen > self.limit {
+            self.reply.send(too_large());
+            return Err(Outcome::ProtocolError(TOO_LARGE));
+        }
+        Ok(())
+    }
+
+    /// The next data chunk, or `End`.
+    pub async fn next(&self) -> Outcome {
+        let mut guard = self.body.lock().await;
+        let Some(body) = guard.as_mut() else {
+            return Outcome::End;
+        };
+        loop {
+            match body.frame().await {
+                None => {
+                    *guard = None;
+                    return Outcome::End;
+                }
+                Some(Err(e)) => {
+                    *guard = None;
+                    if malformed(&e) {
+                        // A malformed chunked body: the client gets 400 (unless
+                        // the app answered already) and the app an error.
+                        self.reply
+                            .send(refusal(StatusCode::BAD_REQUEST, "Invalid chunked body"));
+                        return Outcome::ProtocolError(INVALID);
+                    }
+                    return Outcome::Closed(CUT);
+                }
+                Some(Ok(frame)) => {
+                    // Trailers are not part of RSGI: checked as `h1` checks
+                    // them (no framing or routing fields), then dropped.
+                    let frame = match frame.into_trailers() {
+                        Ok(trailers) => {
+                            if trailers
+                                .keys()
+                                .any(|k| FORBIDDEN_TRAILERS.contains(&k.as_str().as_bytes()))
+                            {
+                                *guard = None;
+                                self.reply.send(refusal(
+                                    StatusCode::BAD_REQUEST,
+                                    "Forbidden trailer field",
+                                ));
+                                return Outcome::ProtocolError(INVALID);
+                            }
+                            continue;
+                        }
+                        Err(frame) => frame,
+                    };
+                    if let Ok(data) = frame.into_data() {
+                        if let Err(e) = self.count(data.len()) {
+                            *guard = None;
+                            return e;
+                        }
+                        if !data.is_empty() {
+                            return Outcome::Bytes(data);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The whole body (one chunk is passed on without a copy).
+    pub async fn read_all(&self) -> Outcome {
+        let mut first: Option<Bytes> = None;
+        let mut rest: Option<BytesMut> = None;
+        loop {
+            match self.next().await {
+                Outcome::Bytes(b) => match (&first, &mut rest) {
+                    (None, _) => first = Some(b),
+                    (Some(f), None) => {
+                        let mut buf = BytesMut::with_capacity(f.len() + b.len());
+                        buf.extend_from_slice(f);
+                        buf.extend_from_slice(&b);
+                        rest = Some(buf);
+                    }
+                    (Some(_), Some(buf)) => buf.extend_from_slice(&b),
+                },
+                Outcome::End => {
+                    return Outcome::Bytes(match rest {
+                        Some(buf) => buf.freeze(),
+                        None => first.unwrap_or_default(),
+                    })
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+/// hyper reports a bad chunked coding as an `InvalidData`/`InvalidInput` I/O
+/// error inside its body error; a cut connection is another I/O kind.
+fn malformed(e: &hyper::Error) -> bool {
+    use std::error::Error;
+    e.is_parse()
+        || e.source()
+            .and_then(|s| s.downcast_ref::<std::io::Error>())
+            .is_some_and(|io| {
+                matches!(
+                    io.kind(),
+                    std::io::ErrorKind::InvalidData | std::io::ErrorKind::InvalidInput
+                )
+            })
+}
+
+fn too_large() -> Reply {
+    refusal(StatusCode::PAYLOAD_TOO_LARGE, "Request body too large")
+}
+
+pub fn server_error() -> Reply {
+    refusal(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error")
+}
+
+/// A short text answer that ends the connection.
+fn refusal(status: StatusCode, text: &'static str) -> Reply {
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    headers.insert(CONNECTION, HeaderValue::from_static("close"));
+    Reply::Full {
+        status,
+        headers,
+        body: Bytes::from_static(text.as_bytes()),
+    }
+}

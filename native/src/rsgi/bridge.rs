@@ -1,0 +1,90 @@
+//! The one way from tokio to Python: a queue of events plus a wake-up socket
+//! the asyncio loop watches (`loop.add_reader`). A wake-up is written only
+//! when the queue turns non-empty, so under load one loop wake-up carries
+//! many requests and completions.
+
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::Mutex;
+
+use bytes::Bytes;
+use pyo3::prelude::*;
+
+use crate::server::{Dispatch, Exchange};
+
+/// The result of work done in tokio for an awaiting Python future.
+pub enum Outcome {
+    Bytes(Bytes),
+    None,
+    /// `StopAsyncIteration`: the body stream ended.
+    End,
+    ProtocolError(&'static str),
+    Closed(&'static str),
+}
+
+pub enum Event {
+    Request(Box<Exchange>),
+    Ready(Py<PyAny>, Outcome),
+}
+
+pub struct Bridge {
+    queue: Mutex<Vec<Event>>,
+    wake_tx: UnixStream,
+    wake_rx: UnixStream,
+}
+
+impl Bridge {
+    pub fn new() -> std::io::Result<Self> {
+        let (wake_tx, wake_rx) = UnixStream::pair()?;
+        wake_tx.set_nonblocking(true)?;
+        wake_rx.set_nonblocking(true)?;
+        Ok(Bridge {
+            queue: Mutex::new(Vec::with_capacity(64)),
+            wake_tx,
+            wake_rx,
+        })
+    }
+
+    pub fn fileno(&self) -> i32 {
+        self.wake_rx.as_raw_fd()
+    }
+
+    pub fn push(&self, event: Event) {
+        let wake = {
+            let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+            let wake = queue.is_empty();
+            queue.push(event);
+            wake
+        };
+        if wake {
+            // A full socket buffer means a wake-up is pending already.
+            let _ = (&self.wake_tx).write(&[1]);
+        }
+    }
+
+    /// Everything queued so far. The wake-up is consumed before the queue is
+    /// taken: an event pushed in between is taken now and leaves at most
+    /// one spurious wake-up, never a missed one.
+    pub fn take(&self) -> Vec<Event> {
+        let mut sink = [0u8; 256];
+        loop {
+            match (&self.wake_rx).read(&mut sink) {
+                Ok(n) if n == sink.len() => continue,
+                Ok(_) => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            }
+        }
+        std::mem::take(&mut *self.queue.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// The server's dispatcher: every request becomes an event for the loop.
+pub struct BridgeDispatch(pub std::sync::Arc<Bridge>);
+
+impl Dispatch for BridgeDispatch {
+    fn dispatch(&self, exchange: Exchange) {
+        self.0.push(Event::Request(Box::new(exchange)));
+    }
+}

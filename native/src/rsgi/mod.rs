@@ -1,0 +1,40 @@
+//! RSGI (Granian's interface) over the native server: the Python objects an
+//! app sees (scope, headers, protocol, stream transport), and the bridge that
+//! carries requests and completions from the tokio threads to the thread
+//! running the asyncio loop.
+//!
+//! Rule of the bridge: tokio threads never take the GIL. They push Rust
+//! values into one queue and wake the loop through a socket pair only when
+//! the queue turns non-empty; the loop drains the queue in one GIL-holding
+//! call. Python reaches tokio through channels and `Handle::spawn`, which
+//! need no GIL either.
+
+mod awaitable;
+mod body;
+mod bridge;
+mod errors;
+mod headers;
+mod protocol;
+pub mod scope;
+mod server;
+mod transport;
+
+use pyo3::prelude::*;
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add(
+        "RSGIProtocolError",
+        py.get_type::<errors::RSGIProtocolError>(),
+    )?;
+    m.add(
+        "RSGIProtocolClosed",
+        py.get_type::<errors::RSGIProtocolClosed>(),
+    )?;
+    m.add_class::<server::RsgiServer>()?;
+    m.add_class::<scope::Scope>()?;
+    m.add_class::<headers::Headers>()?;
+    m.add_class::<protocol::HTTPProtocol>()?;
+    m.add_class::<transport::HTTPStreamTransport>()?;
+    Ok(())
+}

@@ -1,0 +1,314 @@
+//! The RSGI HTTP protocol object of one request: body reads (awaitables
+//! completed by tokio through the bridge) and the response calls, which are
+//! synchronous pushes into the request's reply channel. Only the first
+//! response call counts.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use hyper::body::{Body, Incoming};
+use hyper::header::{HeaderName, HeaderValue};
+use hyper::{HeaderMap, StatusCode};
+use pyo3::exceptions::{PyStopAsyncIteration, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString};
+use tokio::sync::mpsc;
+
+use super::body::{server_error, BodyStream};
+use super::bridge::{Event, Outcome};
+use super::errors::RSGIProtocolError;
+use super::server::LoopCtx;
+use super::transport::{HTTPStreamTransport, StreamSlot, STREAM_DEPTH};
+use crate::server::{Exchange, Reply, ReplySlot, Tracker};
+
+enum BodyState {
+    Unread(Incoming),
+    /// Being iterated (`async for`), shared with the reading tasks.
+    Streaming(Arc<BodyStream>),
+    Consumed,
+}
+
+/// What `_finish()` tells the Python wrapper, so that it logs the right line.
+#[derive(Clone, Copy)]
+#[repr(u8)]
+enum Finish {
+    Answered = 0,
+    NoResponse = 1,
+    ErrorBeforeResponse = 2,
+    CutOff = 3,
+}
+
+#[pyclass(module = "supervise._native", frozen)]
+pub struct HTTPProtocol {
+    ctx: Arc<LoopCtx>,
+    runtime: tokio::runtime::Handle,
+    reply: ReplySlot,
+    tracker: Arc<Tracker>,
+    limit_body: u64,
+    body: Mutex<BodyState>,
+    stream: StreamSlot,
+    /// The status sent, for the access log (0 until a response call).
+    status: AtomicU16,
+}
+
+impl HTTPProtocol {
+    pub fn new(
+        ctx: Arc<LoopCtx>,
+        ex: Exchange,
+    ) -> (
+        Self,
+        hyper::http::request::Parts,
+        Arc<crate::server::ConnInfo>,
+    ) {
+        let proto = HTTPProtocol {
+            ctx,
+            runtime: ex.runtime,
+            reply: ex.reply,
+            tracker: ex.tracker,
+            limit_body: ex.limit_body,
+            body: Mutex::new(BodyState::Unread(ex.body)),
+            stream: Arc::new(Mutex::new(None)),
+            status: AtomicU16::new(0),
+        };
+        (proto, ex.head, ex.conn)
+    }
+
+    pub fn reply_slot(&self) -> ReplySlot {
+        self.reply.clone()
+    }
+
+    fn spawn_read<F>(&self, py: Python<'_>, work: F) -> PyResult<Py<PyAny>>
+    where
+        F: std::future::Future<Output = Outcome> + Send + 'static,
+    {
+        let fut = self.ctx.future(py)?;
+        let waiter = fut.clone_ref(py);
+        let bridge = self.ctx.bridge.clone();
+        self.runtime.spawn(async move {
+            let outcome = work.await;
+            bridge.push(Event::Ready(waiter, outcome));
+        });
+        Ok(fut)
+    }
+
+    fn send(&self, status: u16, reply: Reply) {
+        if self.reply.send(reply) {
+            self.status.store(status, Ordering::Relaxed);
+        }
+    }
+}
+
+fn status_code(status: u16) -> PyResult<StatusCode> {
+    StatusCode::from_u16(status)
+        .map_err(|_| PyValueError::new_err(format!("invalid status {status}")))
+}
+
+fn header_map(headers: &Bound<'_, PyAny>) -> PyResult<HeaderMap> {
+    let mut map = HeaderMap::new();
+    for item in headers.try_iter()? {
+        let (name, value): (Bound<'_, PyString>, Bound<'_, PyString>) = item?.extract()?;
+        let name = HeaderName::from_bytes(name.to_str()?.as_bytes())
+            .map_err(|_| PyValueError::new_err(format!("invalid header name {name}")))?;
+        let value = HeaderValue::from_str(value.to_str()?)
+            .map_err(|_| PyValueError::new_err(format!("invalid value for header {name}")))?;
+        map.append(name, value);
+    }
+    Ok(map)
+}
+
+#[pymethods]
+impl HTTPProtocol {
+    /// `await protocol()`: the whole body, once.
+    fn __call__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let state = std::mem::replace(
+            &mut *self.body.lock().unwrap_or_else(|e| e.into_inner()),
+            BodyState::Consumed,
+        );
+        match state {
+            BodyState::Unread(body) if body.is_end_stream() => self
+                .ctx
+                .ready(py, PyBytes::new(py, b"").into_any().unbind()),
+            BodyState::Unread(body) => {
+                let stream = BodyStream::new(body, self.limit_body, self.reply.clone());
+                self.spawn_read(py, async move { stream.read_all().await })
+            }
+            _ => Err(RSGIProtocolError::new_err(
+                "the request body was already read",
+            )),
+        }
+    }
+
+    fn __aiter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __anext__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let stream = {
+            let mut state = self.body.lock().unwrap_or_else(|e| e.into_inner());
+            match &*state {
+                BodyState::Streaming(s) => s.clone(),
+                BodyState::Unread(body) if body.is_end_stream() => {
+                    *state = BodyState::Consumed;
+                    return Err(PyStopAsyncIteration::new_err(()));
+                }
+                BodyState::Unread(_) => {
+                    let BodyState::Unread(body) =
+                        std::mem::replace(&mut *state, BodyState::Consumed)
+                    else {
+                        unreachable!()
+                    };
+                    let s = BodyStream::new(body, self.limit_body, self.reply.clone());
+                    *state = BodyState::Streaming(s.clone());
+                    s
+                }
+                BodyState::Consumed => return Err(PyStopAsyncIteration::new_err(())),
+            }
+        };
+        self.spawn_read(py, async move { stream.next().await })
+    }
+
+    /// Resolves once the client is gone (or the exchange is over).
+    fn client_disconnect(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        if self.tracker.is_gone() {
+            return self.ctx.ready(py, py.None());
+        }
+        let fut = self.ctx.future(py)?;
+        let waiter = fut.clone_ref(py);
+        let bridge = self.ctx.bridge.clone();
+        self.tracker.on_gone(Box::new(move || {
+            bridge.push(Event::Ready(waiter, Outcome::None))
+        }));
+        Ok(fut)
+    }
+
+    fn response_empty(&self, status: u16, headers: &Bound<'_, PyAny>) -> PyResult<()> {
+        let reply = Reply::Full {
+            status: status_code(status)?,
+            headers: header_map(headers)?,
+            body: Bytes::new(),
+        };
+        self.send(status, reply);
+        Ok(())
+    }
+
+    fn response_str(
+        &self,
+        status: u16,
+        headers: &Bound<'_, PyAny>,
+        body: &Bound<'_, PyString>,
+    ) -> PyResult<()> {
+        let reply = Reply::Full {
+            status: status_code(status)?,
+            headers: header_map(headers)?,
+            body: Bytes::copy_from_slice(body.to_str()?.as_bytes()),
+        };
+        self.send(status, reply);
+        Ok(())
+    }
+
+    fn response_bytes(
+        &self,
+        status: u16,
+        headers: &Bound<'_, PyAny>,
+        body: &Bound<'_, PyBytes>,
+    ) -> PyResult<()> {
+        let reply = Reply::Full {
+            status: status_code(status)?,
+            headers: header_map(headers)?,
+            body: Bytes::copy_from_slice(body.as_bytes()),
+        };
+        self.send(status, reply);
+        Ok(())
+    }
+
+    fn response_file(
+        &self,
+        status: u16,
+        headers: &Bound<'_, PyAny>,
+        file: PathBuf,
+    ) -> PyResult<()> {
+        let reply = Reply::File {
+            status: status_code(status)?,
+            headers: header_map(headers)?,
+            path: file,
+            range: None,
+        };
+        self.send(status, reply);
+        Ok(())
+    }
+
+    /// Bytes `start` up to, not including, `end` (Python's slice convention).
+    fn response_file_range(
+        &self,
+        status: u16,
+        headers: &Bound<'_, PyAny>,
+        file: PathBuf,
+        start: u64,
+        end: u64,
+    ) -> PyResult<()> {
+        if end < start {
+            return Err(PyValueError::new_err("end before start"));
+        }
+        let reply = Reply::File {
+            status: status_code(status)?,
+            headers: header_map(headers)?,
+            path: file,
+            range: Some((start, end)),
+        };
+        self.send(status, reply);
+        Ok(())
+    }
+
+    fn response_stream(
+        &self,
+        status: u16,
+        headers: &Bound<'_, PyAny>,
+    ) -> PyResult<HTTPStreamTransport> {
+        let (tx, rx) = mpsc::channel(STREAM_DEPTH);
+        let reply = Reply::Stream {
+            status: status_code(status)?,
+            headers: header_map(headers)?,
+            chunks: rx,
+        };
+        if self.reply.send(reply) {
+            self.status.store(status, Ordering::Relaxed);
+            *self.stream.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+        }
+        // A second response call gets a transport whose sends fail: only
+        // the first response counts.
+        Ok(HTTPStreamTransport::new(
+            self.ctx.clone(),
+            self.runtime.clone(),
+            self.stream.clone(),
+        ))
+    }
+
+    /// Called by the wrapper when the app returned (`error` False) or raised.
+    fn _finish(&self, error: bool) -> u8 {
+        let stream = self.stream.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let result = if self.reply.send(server_error()) {
+            self.status.store(500, Ordering::Relaxed);
+            if error {
+                Finish::ErrorBeforeResponse
+            } else {
+                Finish::NoResponse
+            }
+        } else if error && stream.is_some() {
+            // The head is out: the only honest signal left is a cut connection.
+            self.tracker.abort();
+            Finish::CutOff
+        } else {
+            Finish::Answered
+        };
+        drop(stream);
+        result as u8
+    }
+
+    /// The status of the response sent (0: none yet), for the access log.
+    #[getter]
+    fn _status(&self) -> u16 {
+        self.status.load(Ordering::Relaxed)
+    }
+}

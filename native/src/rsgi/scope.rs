@@ -1,0 +1,128 @@
+//! The RSGI scope of one HTTP request. Attributes are computed when read, so
+//! an app pays only for what it looks at; the headers object is built once.
+
+use std::sync::Arc;
+
+use hyper::http::request::Parts;
+use hyper::Version;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyString;
+
+use super::headers::Headers;
+use crate::h1::target::percent_decode;
+use crate::server::ConnInfo;
+
+pub const RSGI_VERSION: &str = "1.5";
+
+#[pyclass(module = "supervise._native", frozen)]
+pub struct Scope {
+    head: Parts,
+    conn: Arc<ConnInfo>,
+    headers: PyOnceLock<Py<Headers>>,
+}
+
+impl Scope {
+    pub fn new(head: Parts, conn: Arc<ConnInfo>) -> Self {
+        Scope {
+            head,
+            conn,
+            headers: PyOnceLock::new(),
+        }
+    }
+
+    pub fn method_str(&self) -> &str {
+        self.head.method.as_str()
+    }
+
+    pub fn target(&self) -> String {
+        self.head
+            .uri
+            .path_and_query()
+            .map(|p| p.as_str().to_owned())
+            .unwrap_or_else(|| self.head.uri.to_string())
+    }
+
+    pub fn version_str(&self) -> &'static str {
+        match self.head.version {
+            Version::HTTP_10 => "1.0",
+            Version::HTTP_2 => "2",
+            Version::HTTP_09 => "0.9",
+            _ => "1.1",
+        }
+    }
+}
+
+#[pymethods]
+impl Scope {
+    #[getter]
+    fn proto<'py>(&self, py: Python<'py>) -> &Bound<'py, PyString> {
+        intern!(py, "http")
+    }
+
+    #[getter]
+    fn rsgi_version(&self) -> &'static str {
+        RSGI_VERSION
+    }
+
+    #[getter]
+    fn http_version(&self) -> &'static str {
+        self.version_str()
+    }
+
+    #[getter]
+    fn scheme(&self) -> &'static str {
+        self.conn.scheme
+    }
+
+    #[getter]
+    fn method(&self) -> &str {
+        self.head.method.as_str()
+    }
+
+    /// Percent-decoded, as UTF-8 (invalid sequences replaced).
+    #[getter]
+    fn path(&self) -> String {
+        let raw = self.head.uri.path();
+        String::from_utf8_lossy(&percent_decode(raw.as_bytes())).into_owned()
+    }
+
+    #[getter]
+    fn query_string(&self) -> &str {
+        self.head.uri.query().unwrap_or("")
+    }
+
+    #[getter]
+    fn authority(&self) -> Option<String> {
+        if let Some(a) = self.head.uri.authority() {
+            return Some(a.as_str().to_owned());
+        }
+        self.head
+            .headers
+            .get(hyper::header::HOST)
+            .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned())
+    }
+
+    #[getter]
+    fn client(&self) -> &str {
+        &self.conn.client
+    }
+
+    #[getter]
+    fn server(&self) -> &str {
+        &self.conn.server
+    }
+
+    #[getter]
+    fn headers(&self, py: Python<'_>) -> PyResult<Py<Headers>> {
+        let h = self
+            .headers
+            .get_or_try_init(py, || Py::new(py, Headers::new(self.head.headers.clone())))?;
+        Ok(h.clone_ref(py))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<Scope {} {}>", self.method_str(), self.target())
+    }
+}

@@ -1,0 +1,216 @@
+//! `RsgiServer`: what the rsgi worker holds. It starts the native server on
+//! the inherited listeners and turns the bridge's events into app calls and
+//! completed futures, on the loop's thread, in one GIL-holding `drain()`.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hyper::header::HeaderValue;
+use pyo3::exceptions::{PyOSError, PyStopAsyncIteration, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use super::awaitable::Ready;
+use super::bridge::{Bridge, BridgeDispatch, Event, Outcome};
+use super::errors::{RSGIProtocolClosed, RSGIProtocolError};
+use super::protocol::HTTPProtocol;
+use super::scope::Scope;
+use crate::server::{RuntimeMode, Server, ServerConfig};
+
+/// What the Python objects of every request share.
+pub struct LoopCtx {
+    pub bridge: Arc<Bridge>,
+    create_future: Py<PyAny>,
+}
+
+impl LoopCtx {
+    pub fn future(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.create_future.call0(py)
+    }
+
+    pub fn ready(&self, py: Python<'_>, value: Py<PyAny>) -> PyResult<Py<PyAny>> {
+        Ok(Py::new(py, Ready::new(value))?.into_any())
+    }
+}
+
+#[pyclass(module = "supervise._native", frozen)]
+pub struct RsgiServer {
+    ctx: Arc<LoopCtx>,
+    handler: Py<PyAny>,
+    create_task: Py<PyAny>,
+    server: Mutex<Option<Server>>,
+}
+
+fn seconds(s: f64) -> Option<Duration> {
+    (s > 0.0).then(|| Duration::from_secs_f64(s))
+}
+
+#[pymethods]
+impl RsgiServer {
+    /// `handler(scope, protocol)` returns the coroutine to run for a request;
+    /// `fds` are (fd, is_unix) of the listening sockets.
+    #[new]
+    #[pyo3(signature = (*, handler, event_loop, fds, threads = 1, mode = "st", header_timeout = 10.0,
+        keepalive = 2.0, limit_request_line = 4094, limit_request_fields = 100,
+        limit_request_field_size = 8190, limit_request_body = 0, date_header = true,
+        server_header = None, scheme = "http"))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        handler: Py<PyAny>,
+        event_loop: &Bound<'_, PyAny>,
+        fds: Vec<(i32, bool)>,
+        threads: usize,
+        mode: &str,
+        header_timeout: f64,
+        keepalive: f64,
+        limit_request_line: usize,
+        limit_request_fields: usize,
+        limit_request_field_size: usize,
+        limit_request_body: u64,
+        date_header: bool,
+        server_header: Option<&str>,
+        scheme: &str,
+    ) -> PyResult<Self> {
+        let mode = match mode {
+            "st" => RuntimeMode::St,
+            "mt" => RuntimeMode::Mt,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "unknown runtime mode {other:?}"
+                )))
+            }
+        };
+        let server_header = server_header
+            .map(HeaderValue::from_str)
+            .transpose()
+            .map_err(|_| PyValueError::new_err("invalid Server header value"))?;
+        let config = ServerConfig {
+            threads,
+            mode,
+            header_timeout: seconds(header_timeout),
+            keepalive: seconds(keepalive),
+            limit_request_line,
+            limit_request_fields,
+            limit_request_field_size,
+            limit_request_body,
+            date_header,
+            server_header,
+            scheme: if scheme == "https" { "https" } else { "http" },
+        };
+        let bridge = Arc::new(Bridge::new().map_err(|e| PyOSError::new_err(e.to_string()))?);
+        let server = py
+            .detach(|| Server::start(config, fds, Box::new(BridgeDispatch(bridge.clone()))))
+            .map_err(|e| PyOSError::new_err(format!("cannot start the native server: {e}")))?;
+        Ok(RsgiServer {
+            ctx: Arc::new(LoopCtx {
+                bridge,
+                create_future: event_loop.getattr("create_future")?.unbind(),
+            }),
+            handler,
+            create_task: event_loop.getattr("create_task")?.unbind(),
+            server: Mutex::new(Some(server)),
+        })
+    }
+
+    /// The fd the loop watches (`loop.add_reader(fd, server.drain)`).
+    fn fileno(&self) -> i32 {
+        self.ctx.bridge.fileno()
+    }
+
+    /// Starts the app for every new request and completes every finished
+    /// read or send, in arrival order.
+    fn drain(&self, py: Python<'_>) {
+        for event in self.ctx.bridge.take() {
+            match event {
+                Event::Request(ex) => self.start(py, *ex),
+                Event::Ready(fut, outcome) => complete(py, fut, outcome),
+            }
+        }
+    }
+
+    /// Graceful stop: accept no more; idle connections close now, busy ones
+    /// after their response.
+    fn stop(&self) {
+        if let Some(s) = self
+            .server
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            s.stop();
+        }
+    }
+
+    fn connections(&self) -> usize {
+        self.with_server(|s| s.connections())
+    }
+
+    fn in_flight(&self) -> usize {
+        self.with_server(|s| s.in_flight())
+    }
+
+    /// Requests finished since the last call (the worker counts in batches).
+    fn take_requests(&self) -> u64 {
+        self.with_server(|s| s.take_requests())
+    }
+
+    /// Ends the runtimes (what is still open is cut) and joins their threads.
+    fn close(&self, py: Python<'_>) {
+        let server = self.server.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(server) = server {
+            py.detach(|| server.close());
+        }
+    }
+}
+
+impl RsgiServer {
+    /// `f` on the running server; the default once it is closed.
+    fn with_server<T: Default>(&self, f: impl FnOnce(&Server) -> T) -> T {
+        self.server
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map_or_else(T::default, f)
+    }
+
+    fn start(&self, py: Python<'_>, ex: crate::server::Exchange) {
+        let (proto, head, conn) = HTTPProtocol::new(self.ctx.clone(), ex);
+        let reply = proto.reply_slot();
+        let result = (|| -> PyResult<()> {
+            let scope = Py::new(py, Scope::new(head, conn))?;
+            let proto = Py::new(py, proto)?;
+            let coro = self.handler.call1(py, (scope, proto))?;
+            self.create_task.call1(py, (coro,))?;
+            Ok(())
+        })();
+        if let Err(err) = result {
+            // The wrapper logs the app's errors itself; this is the wrapper failing.
+            err.print(py);
+            reply.send(super::body::server_error());
+        }
+    }
+}
+
+fn complete(py: Python<'_>, fut: Py<PyAny>, outcome: Outcome) {
+    let fut = fut.bind(py);
+    let done = match outcome {
+        Outcome::Bytes(b) => fut.call_method1(intern!(py, "set_result"), (PyBytes::new(py, &b),)),
+        Outcome::None => fut.call_method1(intern!(py, "set_result"), (py.None(),)),
+        Outcome::End => fut.call_method1(
+            intern!(py, "set_exception"),
+            (PyStopAsyncIteration::new_err(()).into_value(py),),
+        ),
+        Outcome::ProtocolError(msg) => fut.call_method1(
+            intern!(py, "set_exception"),
+            (RSGIProtocolError::new_err(msg).into_value(py),),
+        ),
+        Outcome::Closed(msg) => fut.call_method1(
+            intern!(py, "set_exception"),
+            (RSGIProtocolClosed::new_err(msg).into_value(py),),
+        ),
+    };
+    // A future the app cancelled (a timeout) refuses its result: nothing to do.
+    drop(done);
+}

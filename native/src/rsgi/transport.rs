@@ -1,0 +1,72 @@
+//! The stream transport `response_stream()` returns. A send that finds the
+//! channel full awaits until hyper has written earlier chunks (the channel is
+//! small, so a slow client slows the app down instead of filling memory).
+
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString};
+use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TrySendError;
+
+use super::bridge::Outcome;
+use super::errors::RSGIProtocolClosed;
+use super::server::LoopCtx;
+
+/// Chunks queued between the app and the socket before `send_bytes` waits.
+pub const STREAM_DEPTH: usize = 4;
+
+pub type StreamSlot = Arc<Mutex<Option<mpsc::Sender<Bytes>>>>;
+
+#[pyclass(module = "supervise._native", frozen)]
+pub struct HTTPStreamTransport {
+    ctx: Arc<LoopCtx>,
+    runtime: tokio::runtime::Handle,
+    slot: StreamSlot,
+}
+
+impl HTTPStreamTransport {
+    pub fn new(ctx: Arc<LoopCtx>, runtime: tokio::runtime::Handle, slot: StreamSlot) -> Self {
+        HTTPStreamTransport { ctx, runtime, slot }
+    }
+
+    fn send(&self, py: Python<'_>, data: Bytes) -> PyResult<Py<PyAny>> {
+        let tx = self
+            .slot
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| RSGIProtocolClosed::new_err("the response stream is closed"))?;
+        match tx.try_send(data) {
+            Ok(()) => self.ctx.ready(py, py.None()),
+            Err(TrySendError::Closed(_)) => Err(RSGIProtocolClosed::new_err(
+                "the client closed the connection",
+            )),
+            Err(TrySendError::Full(data)) => {
+                let fut = self.ctx.future(py)?;
+                let waiter = fut.clone_ref(py);
+                let bridge = self.ctx.bridge.clone();
+                self.runtime.spawn(async move {
+                    let outcome = match tx.send(data).await {
+                        Ok(()) => Outcome::None,
+                        Err(_) => Outcome::Closed("the client closed the connection"),
+                    };
+                    bridge.push(super::bridge::Event::Ready(waiter, outcome));
+                });
+                Ok(fut)
+            }
+        }
+    }
+}
+
+#[pymethods]
+impl HTTPStreamTransport {
+    fn send_bytes(&self, py: Python<'_>, data: &Bound<'_, PyBytes>) -> PyResult<Py<PyAny>> {
+        self.send(py, Bytes::copy_from_slice(data.as_bytes()))
+    }
+
+    fn send_str(&self, py: Python<'_>, data: &Bound<'_, PyString>) -> PyResult<Py<PyAny>> {
+        self.send(py, Bytes::copy_from_slice(data.to_str()?.as_bytes()))
+    }
+}

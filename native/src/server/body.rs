@@ -1,0 +1,151 @@
+//! Response bodies: one enum for every way a body is framed, so hyper learns
+//! the length (Content-Length) from `size_hint` whenever it is known and
+//! chunks only what is streamed.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use hyper::body::{Body, Frame, SizeHint};
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio::sync::mpsc;
+
+use std::sync::atomic::Ordering;
+
+use super::exchange::{ConnInfo, Tracker};
+use super::runtime::Counters;
+
+const FILE_CHUNK: usize = 256 * 1024;
+
+pub enum Framing {
+    Empty,
+    Full(Option<Bytes>),
+    File {
+        file: tokio::fs::File,
+        remaining: u64,
+        buf: Box<[u8]>,
+    },
+    /// Chunked on HTTP/1.1; the app's `send_bytes` feeds it.
+    Stream {
+        chunks: mpsc::Receiver<Bytes>,
+        tracker: Arc<Tracker>,
+    },
+}
+
+/// Marks the exchange over when hyper drops the body: written, or the
+/// connection closed under it.
+pub struct ExchangeGuard {
+    tracker: Arc<Tracker>,
+    counters: Arc<Counters>,
+    conn: Arc<ConnInfo>,
+}
+
+impl ExchangeGuard {
+    pub fn new(tracker: Arc<Tracker>, counters: Arc<Counters>, conn: Arc<ConnInfo>) -> Self {
+        counters.begin_request();
+        conn.busy.fetch_add(1, Ordering::Relaxed);
+        ExchangeGuard {
+            tracker,
+            counters,
+            conn,
+        }
+    }
+}
+
+impl Drop for ExchangeGuard {
+    fn drop(&mut self) {
+        self.conn.busy.fetch_sub(1, Ordering::Relaxed);
+        self.counters.end_request();
+        self.tracker.finish();
+    }
+}
+
+pub struct ResponseBody {
+    framing: Framing,
+    _guard: Option<ExchangeGuard>,
+}
+
+impl ResponseBody {
+    pub fn new(framing: Framing, guard: Option<ExchangeGuard>) -> Self {
+        ResponseBody {
+            framing,
+            _guard: guard,
+        }
+    }
+
+    pub fn full(body: impl Into<Bytes>) -> Self {
+        Self::new(Framing::Full(Some(body.into())), None)
+    }
+}
+
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        match &mut self.get_mut().framing {
+            Framing::Empty => Poll::Ready(None),
+            Framing::Full(body) => Poll::Ready(body.take().map(|b| Ok(Frame::data(b)))),
+            Framing::File {
+                file,
+                remaining,
+                buf,
+            } => {
+                if *remaining == 0 {
+                    return Poll::Ready(None);
+                }
+                let want = (*remaining).min(buf.len() as u64) as usize;
+                let mut read = ReadBuf::new(&mut buf[..want]);
+                match Pin::new(file).poll_read(cx, &mut read) {
+                    Poll::Pending => Poll::Pending,
+                    Poll::Ready(Err(e)) => Poll::Ready(Some(Err(e))),
+                    Poll::Ready(Ok(())) => {
+                        let filled = read.filled();
+                        if filled.is_empty() {
+                            // The file shrank under us: the promised length cannot be kept.
+                            return Poll::Ready(Some(Err(io::ErrorKind::UnexpectedEof.into())));
+                        }
+                        *remaining -= filled.len() as u64;
+                        Poll::Ready(Some(Ok(Frame::data(Bytes::copy_from_slice(filled)))))
+                    }
+                }
+            }
+            Framing::Stream { chunks, tracker } => match chunks.poll_recv(cx) {
+                Poll::Pending => Poll::Pending,
+                Poll::Ready(Some(b)) => Poll::Ready(Some(Ok(Frame::data(b)))),
+                // A stream the app abandoned by raising must not look complete.
+                Poll::Ready(None) if tracker.is_aborted() => Poll::Ready(Some(Err(
+                    io::Error::other("response stream aborted by the application"),
+                ))),
+                Poll::Ready(None) => Poll::Ready(None),
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.framing {
+            Framing::Empty => true,
+            Framing::Full(b) => b.is_none(),
+            Framing::File { remaining, .. } => *remaining == 0,
+            Framing::Stream { .. } => false,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.framing {
+            Framing::Empty => SizeHint::with_exact(0),
+            Framing::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+            Framing::File { remaining, .. } => SizeHint::with_exact(*remaining),
+            Framing::Stream { .. } => SizeHint::default(),
+        }
+    }
+}
+
+pub fn file_buffer(len: u64) -> Box<[u8]> {
+    vec![0u8; (len as usize).clamp(1, FILE_CHUNK)].into_boxed_slice()
+}

@@ -1,0 +1,142 @@
+//! What crosses from the server to whoever answers requests, and back.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use hyper::body::Incoming;
+use hyper::{HeaderMap, StatusCode};
+use tokio::sync::{mpsc, oneshot};
+
+/// Per connection, shared by its requests.
+#[derive(Debug)]
+pub struct ConnInfo {
+    /// "addr:port"; "" on a unix socket.
+    pub client: String,
+    pub server: String,
+    pub scheme: &'static str,
+    /// Exchanges of this connection not over yet, and bytes read so far:
+    /// together they tell the keep-alive watchdog whether the connection idles.
+    pub(crate) busy: std::sync::atomic::AtomicUsize,
+    pub(crate) read_bytes: std::sync::atomic::AtomicU64,
+}
+
+impl ConnInfo {
+    pub fn new(client: String, server: String, scheme: &'static str) -> Self {
+        ConnInfo {
+            client,
+            server,
+            scheme,
+            busy: Default::default(),
+            read_bytes: Default::default(),
+        }
+    }
+}
+
+/// One request handed over: the head, the body still on the wire, where the
+/// answer goes, and the runtime that owns the connection (body reads run there).
+pub struct Exchange {
+    pub head: hyper::http::request::Parts,
+    pub body: Incoming,
+    pub conn: Arc<ConnInfo>,
+    pub reply: ReplySlot,
+    pub tracker: Arc<Tracker>,
+    pub runtime: tokio::runtime::Handle,
+    pub limit_body: u64,
+}
+
+pub trait Dispatch: Send + Sync {
+    fn dispatch(&self, exchange: Exchange);
+}
+
+/// The answer to one request.
+pub enum Reply {
+    Full {
+        status: StatusCode,
+        headers: HeaderMap,
+        body: Bytes,
+    },
+    File {
+        status: StatusCode,
+        headers: HeaderMap,
+        path: std::path::PathBuf,
+        range: Option<(u64, u64)>,
+    },
+    Stream {
+        status: StatusCode,
+        headers: HeaderMap,
+        chunks: mpsc::Receiver<Bytes>,
+    },
+}
+
+/// Where the reply goes; only the first `send` counts, whoever sends it (the
+/// app, or the body reader answering 413).
+#[derive(Clone)]
+pub struct ReplySlot(Arc<Mutex<Option<oneshot::Sender<Reply>>>>);
+
+impl ReplySlot {
+    pub fn new(tx: oneshot::Sender<Reply>) -> Self {
+        ReplySlot(Arc::new(Mutex::new(Some(tx))))
+    }
+
+    /// False when a reply was already sent (or the request is gone).
+    pub fn send(&self, reply: Reply) -> bool {
+        let tx = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match tx {
+            Some(tx) => tx.send(reply).is_ok(),
+            None => false,
+        }
+    }
+
+    pub fn sent(&self) -> bool {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).is_none()
+    }
+}
+
+type OnGone = Box<dyn FnOnce() + Send>;
+
+/// The life of one exchange as its answerer sees it: `gone` once the server
+/// dropped it (response written, or the connection closed under it);
+/// `aborted` when the answerer wants a streamed response cut off.
+#[derive(Default)]
+pub struct Tracker {
+    gone: AtomicBool,
+    aborted: AtomicBool,
+    on_gone: Mutex<Vec<OnGone>>,
+}
+
+impl Tracker {
+    pub fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::Acquire)
+    }
+
+    /// Runs `f` once the exchange is over (at once when it already is).
+    pub fn on_gone(&self, f: OnGone) {
+        let mut waiters = self.on_gone.lock().unwrap_or_else(|e| e.into_inner());
+        if self.is_gone() {
+            drop(waiters);
+            f();
+        } else {
+            waiters.push(f);
+        }
+    }
+
+    pub fn finish(&self) {
+        let waiters = {
+            let mut guard = self.on_gone.lock().unwrap_or_else(|e| e.into_inner());
+            self.gone.store(true, Ordering::Release);
+            std::mem::take(&mut *guard)
+        };
+        for f in waiters {
+            f();
+        }
+    }
+
+    pub fn abort(&self) {
+        self.aborted.store(true, Ordering::Release);
+    }
+
+    pub fn is_aborted(&self) -> bool {
+        self.aborted.load(Ordering::Acquire)
+    }
+}

@@ -1,0 +1,108 @@
+//! Accept loops on the inherited listening sockets. Each runtime accepts on
+//! its own duplicate of the fd, so the listeners stay owned by Python (and by
+//! the arbiter) and closing ours only stops this worker accepting.
+
+use std::io;
+use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::connection;
+use super::exchange::ConnInfo;
+use super::runtime::Shared;
+
+#[derive(Debug, Clone, Copy)]
+pub struct ListenFd {
+    pub fd: RawFd,
+    pub unix: bool,
+}
+
+fn dup(fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: the worker keeps the listening socket open for as long as the
+    // server runs (it owns the Python socket object); we only duplicate it.
+    unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()
+}
+
+/// Errors after which accepting again makes sense (the peer left early, or
+/// we ran out of descriptors or memory for a moment).
+fn pause_for(err: &io::Error) -> Option<Duration> {
+    match err.raw_os_error() {
+        Some(code) if code == 103 || code == 71 || code == 1 => Some(Duration::ZERO), // ECONNABORTED, EPROTO, EPERM
+        Some(code) if code == 24 || code == 23 || code == 105 || code == 12 => {
+            Some(Duration::from_millis(100)) // EMFILE, ENFILE, ENOBUFS, ENOMEM
+        }
+        _ => None,
+    }
+}
+
+/// Starts accepting on `l` in the current runtime; returns at once.
+pub fn spawn(l: ListenFd, shared: Arc<Shared>, stop: watch::Receiver<bool>) -> io::Result<()> {
+    let fd = dup(l.fd)?;
+    if l.unix {
+        let std = std::os::unix::net::UnixListener::from(fd);
+        std.set_nonblocking(true)?;
+        let listener = tokio::net::UnixListener::from_std(std)?;
+        let server = listener
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_pathname().map(|p| p.display().to_string()))
+            .unwrap_or_default();
+        tokio::spawn(async move {
+            let mut stop_rx = stop.clone();
+            loop {
+                tokio::select! {
+                    accepted = listener.accept() => match accepted {
+                        Ok((stream, _)) => {
+                            let info = ConnInfo::new(String::new(), server.clone(), shared.config.scheme);
+                            tokio::spawn(run(stream, info, shared.clone(), stop.clone()));
+                        }
+                        Err(e) => pause(&e).await,
+                    },
+                    _ = stop_rx.changed() => break,
+                }
+            }
+        });
+    } else {
+        let std = std::net::TcpListener::from(fd);
+        std.set_nonblocking(true)?;
+        let listener = tokio::net::TcpListener::from_std(std)?;
+        tokio::spawn(async move {
+            let mut stop_rx = stop.clone();
+            loop {
+                tokio::select! {
+                    accepted = listener.accept() => match accepted {
+                        Ok((stream, peer)) => {
+                            let _ = stream.set_nodelay(true);
+                            let local = stream.local_addr().map(|a| a.to_string()).unwrap_or_default();
+                            let info = ConnInfo::new(peer.to_string(), local, shared.config.scheme);
+                            tokio::spawn(run(stream, info, shared.clone(), stop.clone()));
+                        }
+                        Err(e) => pause(&e).await,
+                    },
+                    _ = stop_rx.changed() => break,
+                }
+            }
+        });
+    }
+    Ok(())
+}
+
+async fn pause(err: &io::Error) {
+    let d = pause_for(err).unwrap_or(Duration::from_millis(100));
+    if !d.is_zero() {
+        tokio::time::sleep(d).await;
+    }
+}
+
+/// One connection, counted while it lives.
+async fn run<T>(stream: T, info: ConnInfo, shared: Arc<Shared>, stop: watch::Receiver<bool>)
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let counters = shared.counters.clone();
+    counters.open_connection();
+    connection::serve(stream, info, shared, stop).await;
+    counters.close_connection();
+}

@@ -1,0 +1,19 @@
+//! The native HTTP server of the rsgi worker: tokio + hyper 1 on the listeners
+//! the worker inherited. It knows nothing of Python: every request becomes an
+//! `Exchange` handed to a `Dispatch` (the RSGI bridge implements it), and the
+//! answer comes back as a `Reply` through a oneshot channel.
+
+mod body;
+mod config;
+mod connection;
+mod exchange;
+mod listener;
+mod runtime;
+mod sched;
+mod service;
+mod strict;
+
+pub use body::ResponseBody;
+pub use config::{RuntimeMode, ServerConfig};
+pub use exchange::{ConnInfo, Dispatch, Exchange, Reply, ReplySlot, Tracker};
+pub use runtime::Server;

@@ -1,0 +1,176 @@
+//! The tokio runtimes of one worker (created after fork, in the worker) and
+//! the handle Python holds: stop accepting, count, shut down.
+
+use std::io;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use tokio::sync::watch;
+
+use super::config::{RuntimeMode, ServerConfig};
+use super::exchange::Dispatch;
+use super::listener::{self, ListenFd};
+use super::sched;
+
+#[derive(Default)]
+pub struct Counters {
+    connections: AtomicUsize,
+    in_flight: AtomicUsize,
+    /// Finished requests not yet reported to the worker (it counts in batches).
+    requests: AtomicU64,
+}
+
+impl Counters {
+    pub fn open_connection(&self) {
+        self.connections.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn close_connection(&self) {
+        self.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+    pub fn begin_request(&self) {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn end_request(&self) {
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+pub struct Shared {
+    pub config: ServerConfig,
+    pub http1: http1::Builder,
+    pub dispatch: Box<dyn Dispatch>,
+    pub counters: Arc<Counters>,
+    /// Set on a graceful stop: every response not yet sent says `Connection: close`.
+    pub stopping: std::sync::atomic::AtomicBool,
+}
+
+pub struct Server {
+    shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    closed: watch::Sender<bool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Server {
+    pub fn start(
+        config: ServerConfig,
+        fds: Vec<(i32, bool)>,
+        dispatch: Box<dyn Dispatch>,
+    ) -> io::Result<Server> {
+        let mut shared = Shared {
+            http1: http1::Builder::new(),
+            config,
+            dispatch,
+            counters: Arc::default(),
+            stopping: Default::default(),
+        };
+        shared.http1 = super::connection::builder(&shared);
+        let shared = Arc::new(shared);
+        let fds: Vec<ListenFd> = fds
+            .into_iter()
+            .map(|(fd, unix)| ListenFd { fd, unix })
+            .collect();
+        let (stop, _) = watch::channel(false);
+        let (closed, _) = watch::channel(false);
+        let threads = shared.config.threads.max(1);
+        let runtimes = match shared.config.mode {
+            RuntimeMode::St => threads,
+            RuntimeMode::Mt => 1,
+        };
+        let mut handles = Vec::with_capacity(runtimes);
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<io::Result<()>>();
+        for i in 0..runtimes {
+            let rt = match shared.config.mode {
+                RuntimeMode::St => tokio::runtime::Builder::new_current_thread()
+                    .on_thread_start(sched::prefer_batches)
+                    .enable_all()
+                    .build()?,
+                RuntimeMode::Mt => tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(threads)
+                    .thread_name("supervise-tokio")
+                    .on_thread_start(sched::prefer_batches)
+                    .enable_all()
+                    .build()?,
+            };
+            let shared = shared.clone();
+            let fds = fds.clone();
+            let stop = stop.subscribe();
+            let mut closed = closed.subscribe();
+            let ready = ready_tx.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("supervise-rt-{i}"))
+                .spawn(move || {
+                    // The current-thread runtime runs here (on_thread_start
+                    // covers only the threads tokio starts itself).
+                    sched::prefer_batches();
+                    rt.block_on(async {
+                        let started: io::Result<()> = fds
+                            .iter()
+                            .try_for_each(|&l| listener::spawn(l, shared.clone(), stop.clone()));
+                        let failed = started.is_err();
+                        let _ = ready.send(started);
+                        if !failed {
+                            let _ = closed.wait_for(|c| *c).await;
+                        }
+                    });
+                    // Whatever still runs (apps past the graceful timeout) is cut off.
+                    rt.shutdown_timeout(Duration::from_millis(100));
+                })?;
+            handles.push(handle);
+        }
+        drop(ready_tx);
+        let server = Server {
+            shared,
+            stop,
+            closed,
+            threads: handles,
+        };
+        for _ in 0..runtimes {
+            match ready_rx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    server.close();
+                    return Err(e);
+                }
+                Err(_) => {
+                    server.close();
+                    return Err(io::Error::other("a runtime thread died while starting"));
+                }
+            }
+        }
+        Ok(server)
+    }
+
+    /// Graceful stop: no more accepting; idle connections close, busy ones
+    /// after their current response (which says `Connection: close`).
+    pub fn stop(&self) {
+        self.shared.stopping.store(true, Ordering::Release);
+        self.stop.send_replace(true);
+    }
+
+    pub fn connections(&self) -> usize {
+        self.shared.counters.connections.load(Ordering::Relaxed)
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.shared.counters.in_flight.load(Ordering::Relaxed)
+    }
+
+    pub fn take_requests(&self) -> u64 {
+        self.shared.counters.requests.swap(0, Ordering::Relaxed)
+    }
+
+    /// Ends every runtime (connections still open are dropped) and joins
+    /// their threads.
+    pub fn close(mut self) {
+        self.stop.send_replace(true);
+        self.closed.send_replace(true);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! One request: checks, hand-over to the dispatcher, and the reply turned
+//! into a hyper response.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, SERVER};
+use hyper::{HeaderMap, Request, Response, StatusCode};
+use tokio::io::{AsyncSeekExt, SeekFrom};
+use tokio::sync::oneshot;
+
+use super::body::{file_buffer, ExchangeGuard, Framing, ResponseBody};
+use super::exchange::{ConnInfo, Exchange, Reply, ReplySlot, Tracker};
+use super::runtime::Shared;
+use super::strict;
+
+pub async fn handle(
+    req: Request<Incoming>,
+    shared: Arc<Shared>,
+    conn: Arc<ConnInfo>,
+) -> Result<Response<ResponseBody>, Infallible> {
+    let (head, body) = req.into_parts();
+    if let Err(r) = strict::check(&head, &shared.config) {
+        return Ok(plain(r.status, r.reason, true));
+    }
+    let (tx, rx) = oneshot::channel();
+    let tracker = Arc::new(Tracker::default());
+    // Dropped with the response body (written or cut off), or here when the
+    // connection goes away while the app is still working.
+    let guard = ExchangeGuard::new(tracker.clone(), shared.counters.clone(), conn.clone());
+    shared.dispatch.dispatch(Exchange {
+        head,
+        body,
+        conn,
+        reply: ReplySlot::new(tx),
+        tracker: tracker.clone(),
+        runtime: tokio::runtime::Handle::current(),
+        limit_body: shared.config.limit_request_body,
+    });
+    let response = match rx.await {
+        Ok(reply) => respond(reply, guard, tracker).await,
+        // The answerer dropped the request without a reply (it logs why).
+        Err(_) => plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Internal Server Error",
+            true,
+        ),
+    };
+    let mut response = with_server(response, &shared.config.server_header);
+    if shared.stopping.load(std::sync::atomic::Ordering::Acquire) {
+        // hyper closes the connection after a response that says so.
+        response
+            .headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    Ok(response)
+}
+
+async fn respond(
+    reply: Reply,
+    guard: ExchangeGuard,
+    tracker: Arc<Tracker>,
+) -> Response<ResponseBody> {
+    let (status, headers, framing) = match reply {
+        Reply::Full {
+            status,
+            headers,
+            body,
+        } => {
+            let framing = if body.is_empty() {
+                Framing::Empty
+            } else {
+                Framing::Full(Some(body))
+            };
+            (status, headers, framing)
+        }
+        Reply::Stream {
+            status,
+            headers,
+            chunks,
+        } => (status, headers, Framing::Stream { chunks, tracker }),
+        Reply::File {
+            status,
+            headers,
+            path,
+            range,
+        } => match open_file(&path, range).await {
+            Ok(framing) => (status, headers, framing),
+            Err(_) => return plain(StatusCode::NOT_FOUND, "Not Found", false),
+        },
+    };
+    let mut response = Response::new(ResponseBody::new(framing, Some(guard)));
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    response
+}
+
+async fn open_file(path: &std::path::Path, range: Option<(u64, u64)>) -> std::io::Result<Framing> {
+    let mut file = tokio::fs::File::open(path).await?;
+    let meta = file.metadata().await?;
+    if !meta.is_file() {
+        // A directory opens on Linux and fails only when read, after the head.
+        return Err(std::io::ErrorKind::NotFound.into());
+    }
+    let size = meta.len();
+    let (start, end) = match range {
+        Some((start, end)) => (start.min(size), end.min(size)),
+        None => (0, size),
+    };
+    if start > 0 {
+        file.seek(SeekFrom::Start(start)).await?;
+    }
+    let remaining = end.saturating_sub(start);
+    Ok(Framing::File {
+        file,
+        remaining,
+        buf: file_buffer(remaining),
+    })
+}
+
+/// A short text answer from the server itself (limits, errors).
+pub fn plain(status: StatusCode, text: &'static str, close: bool) -> Response<ResponseBody> {
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    if close {
+        headers.insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    let mut response = Response::new(ResponseBody::full(text));
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    response
+}
+
+fn with_server(
+    mut response: Response<ResponseBody>,
+    server: &Option<HeaderValue>,
+) -> Response<ResponseBody> {
+    if let Some(value) = server {
+        if !response.headers().contains_key(SERVER) {
+            response.headers_mut().insert(SERVER, value.clone());
+        }
+    }
+    response
+}

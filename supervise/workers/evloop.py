@@ -1,0 +1,87 @@
+"""What the event-loop workers (asgi, rsgi) share: the loop, signals through
+it, the heartbeat tick's period, the stop future, and the clean-up.
+
+Signals go through the loop (``loop.add_signal_handler``), so ``on_stop()``
+runs on the loop and resolves ``stop_requested``; the worker's ``run()``
+awaits it. The heartbeat is a loop callback: an app that blocks the loop
+stops it, and the arbiter replaces the worker (SIGABRT, handled outside the
+loop, logs where it was stuck).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from supervise.workers.base import WORKER_BOOT_ERROR, Worker
+
+
+def new_event_loop(name: str) -> asyncio.AbstractEventLoop:
+    """The loop --loop asks for; ImportError when its library is missing."""
+    if name in ("auto", "uvloop"):
+        try:
+            import uvloop
+        except ImportError:
+            if name == "uvloop":
+                raise
+        else:
+            return uvloop.new_event_loop()
+    if name == "rloop":
+        import rloop
+
+        return rloop.new_event_loop()
+    return asyncio.new_event_loop()
+
+
+class LoopWorker(Worker):
+    """A worker whose ``run()`` is an asyncio loop created after fork."""
+
+    loop: asyncio.AbstractEventLoop
+    stop_requested: asyncio.Future[None]
+
+    def create_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop (``--loop``), current, with the worker's signals routed through it."""
+        try:
+            loop = new_event_loop(self.cfg.loop)
+        except (ImportError, RuntimeError) as exc:
+            self.log.error("%s", self.missing(exc))
+            raise SystemExit(WORKER_BOOT_ERROR) from None
+        self.loop = loop
+        asyncio.set_event_loop(loop)
+        for sig, action in self.signal_handlers().items():
+            loop.add_signal_handler(sig, action)
+        self.stop_requested = loop.create_future()
+        if not self.alive:  # TERM came while the app was importing
+            self.stop_requested.set_result(None)
+        return loop
+
+    def on_stop(self) -> None:
+        # On the loop (TERM through loop.add_signal_handler, or the parent check in
+        # notify()); before the loop exists, in a plain signal handler: then
+        # create_loop() sees alive False and stops at once.
+        future = getattr(self, "stop_requested", None)
+        if future is not None and not future.done():
+            future.set_result(None)
+
+    @property
+    def tick(self) -> float:
+        """The heartbeat period: well inside ``timeout``."""
+        return min(1.0, self.timeout / 4) if self.timeout > 0 else 1.0
+
+    def missing(self, exc: Exception) -> str:
+        if isinstance(exc, ImportError) and exc.name:
+            return (
+                f"the {self.cfg.worker_class_str} worker needs {exc.name!r}, which is not "
+                f"installed: pip install {exc.name}"
+            )
+        return str(exc)
+
+
+def cancel_remaining(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what is left (apps still running at the deadline) and let it unwind."""
+    tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        with contextlib.suppress(Exception):
+            loop.run_until_complete(asyncio.wait(tasks, timeout=1.0))

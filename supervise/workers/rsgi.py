@@ -1,0 +1,140 @@
+"""The rsgi worker: RSGI apps (Granian's interface) on the native server.
+
+The network side is Rust (native/src/server: tokio + hyper 1) on the
+listeners this worker inherited; only the app runs in Python, on an asyncio
+loop (``--loop``) on the worker's main thread. Requests reach the loop
+through one queue and a wake-up socket the loop watches (native/src/rsgi,
+"The bridge" in docs/internals.md).
+
+Everything with threads is created here, after fork: the loop in
+``startup()``, then the tokio runtime(s) (``--runtime-threads``,
+``--runtime-mode``), which start accepting at once. The heartbeat is a loop
+callback, so an app that blocks the loop makes the worker look stuck, as it
+is; requests are counted from Rust in batches at each tick.
+
+Graceful stop (TERM): the native server stops accepting and closes idle
+connections; busy ones get ``Connection: close`` on their response. The loop
+keeps running the apps until every exchange is over or 80% of
+``graceful_timeout`` has passed; then the runtimes are shut down (what is
+left is cut) and ``__rsgi_del__(loop)`` runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from time import monotonic
+from typing import Any
+
+from supervise import _native
+from supervise.http.rsgi_call import make_handler
+from supervise.workers.base import APP_LOAD_ERROR, WORKER_BOOT_ERROR
+from supervise.workers.evloop import LoopWorker, cancel_remaining
+
+# The part of graceful_timeout kept for __rsgi_del__ and the runtime shutdown.
+SHUTDOWN_SHARE = 0.2
+
+
+def prefer_batches() -> None:
+    """SCHED_BATCH for the loop thread, as for the runtime threads (why:
+    native/src/server/sched.rs). Best effort."""
+    if hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_BATCH"):
+        with contextlib.suppress(OSError):
+            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+
+
+class RsgiWorker(LoopWorker):
+    """Serves RSGI apps over HTTP/1.1 with the native (tokio + hyper) server."""
+
+    interface = "rsgi"
+
+    def create_tls(self) -> Any:
+        if self.cfg.is_ssl:
+            self.log.error("TLS for -k rsgi is not available yet")
+            raise SystemExit(WORKER_BOOT_ERROR)
+        return None
+
+    def startup(self) -> None:
+        cfg = self.cfg
+        prefer_batches()
+        loop = self.create_loop()
+        init = getattr(self.app, "__rsgi_init__", None)
+        if init is not None:
+            try:
+                init(loop)
+            except Exception:
+                self.log.exception("The application's __rsgi_init__ failed")
+                raise SystemExit(APP_LOAD_ERROR) from None
+        handler = make_handler(
+            app=self.app, log=self.log, access_log=bool(cfg.accesslog or cfg.logconfig_dict)
+        )
+        try:
+            self.server = _native.RsgiServer(
+                handler=handler,
+                event_loop=loop,
+                fds=[(listener.sock.fileno(), listener.is_unix) for listener in self.listeners],
+                threads=cfg.runtime_threads,
+                mode=cfg.runtime_mode,
+                header_timeout=float(cfg.header_timeout),
+                keepalive=float(cfg.keepalive),
+                limit_request_line=cfg.limit_request_line,
+                limit_request_fields=cfg.limit_request_fields,
+                limit_request_field_size=cfg.limit_request_field_size,
+                limit_request_body=cfg.limit_request_body,
+                date_header=cfg.date_header,
+                server_header="supervise" if cfg.server_header else None,
+            )
+        except OSError as exc:
+            self.log.error("%s", exc)
+            raise SystemExit(WORKER_BOOT_ERROR) from None
+        loop.add_reader(self.server.fileno(), self.server.drain)
+
+    def run(self) -> None:
+        loop = self.loop
+        loop.call_soon(self._tick)
+        try:
+            loop.run_until_complete(self._serve())
+        finally:
+            self.server.close()
+            cancel_remaining(loop)
+            self._count_requests()
+            loop.close()
+
+    def _count_requests(self) -> None:
+        done = self.server.take_requests()
+        if done:
+            self.request_done(done)
+
+    @property
+    def tick(self) -> float:
+        # Requests are counted at each tick: often enough that max_requests
+        # retires the worker near its number, cheap enough not to matter.
+        return min(0.1, super().tick)
+
+    def _tick(self) -> None:
+        """Heartbeat, request count, connections; a blocked loop stops it, which is the point."""
+        self.notify()
+        self._count_requests()
+        self.set_active(self.server.connections())
+        self.loop.call_later(self.tick, self._tick)
+
+    async def _serve(self) -> None:
+        await self.stop_requested
+        server = self.server
+        server.stop()
+        budget = float(self.cfg.graceful_timeout)
+        deadline = monotonic() + budget * (1 - SHUTDOWN_SHARE)
+        current = asyncio.current_task()
+        while monotonic() < deadline:
+            apps = [t for t in asyncio.all_tasks() if t is not current and not t.done()]
+            if not (server.connections() or server.in_flight() or apps):
+                break
+            await asyncio.sleep(0.05)
+        server.close()
+        delete = getattr(self.app, "__rsgi_del__", None)
+        if delete is not None:
+            try:
+                delete(self.loop)
+            except Exception:
+                self.log.exception("The application's __rsgi_del__ failed")

@@ -1,0 +1,404 @@
+"""The rsgi worker as an RSGI app sees it: scope, headers, body reads, every
+response method, streaming both ways, disconnects, errors, limits, the
+app's init/del hooks and a graceful stop.
+
+Every test runs the real `supervise -k rsgi` and talks to it with httpx,
+http.client or raw sockets.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import read_until_closed, wait_until
+
+APP = "rsgi_apps:app"
+
+
+@pytest.fixture
+def marks(tmp_path: Path) -> Path:
+    path = tmp_path / "marks"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def rsgi(start_server, marks):
+    """Start `supervise -k rsgi ARGS rsgi_apps:app` (extra args before the app)."""
+
+    def start(*args: str, app: str = APP, **options):
+        options.setdefault("env", {"RSGI_MARKS": str(marks)})
+        return start_server("-k", "rsgi", *args, app, **options)
+
+    return start
+
+
+def url(server, path: str) -> str:
+    return f"http://{server.host}:{server.port}{path}"
+
+
+# -- scope and headers -------------------------------------------------------------
+
+
+def test_scope_attributes(rsgi):
+    server = rsgi()
+    headers = [("X-Dup", "one"), ("X-Dup", "two"), ("User-Agent", "t")]
+    r = httpx.get(url(server, "/scope?a=1&b=%20"), headers=headers)
+    assert r.status_code == 200, r.text
+    scope = r.json()
+    assert scope["proto"] == "http"
+    assert scope["rsgi_version"] == "1.5"
+    assert scope["http_version"] == "1.1"
+    assert scope["scheme"] == "http"
+    assert scope["method"] == "GET"
+    assert scope["path"] == "/scope"
+    assert scope["query_string"] == "a=1&b=%20"
+    assert scope["authority"] == f"{server.host}:{server.port}"
+    host, _, port = scope["client"].rpartition(":")
+    assert host == "127.0.0.1" and int(port) > 0
+    assert scope["server"] == f"127.0.0.1:{server.port}"
+
+
+def test_headers_mapping(rsgi):
+    server = rsgi()
+    headers = [("X-Dup", "one"), ("X-Dup", "two"), ("User-Agent", "t")]
+    scope = httpx.get(url(server, "/scope"), headers=headers).json()
+    assert scope["x_dup_get"] == "one"
+    assert scope["x_dup_get_upper"] == "one"
+    assert scope["x_dup_all"] == ["one", "two"]
+    assert scope["missing"] == "default"
+    assert scope["contains"] is True and scope["not_contains"] is False
+    assert all(k == k.lower() for k in scope["keys"])
+    assert "x-dup" in scope["keys"] and "user-agent" in scope["keys"]
+    assert ["x-dup", "two"] in scope["items"] and ["user-agent", "t"] in scope["items"]
+    assert "t" in scope["values"]
+    assert scope["len"] == len(scope["items"])
+
+
+def test_path_is_percent_decoded(rsgi):
+    server = rsgi()
+    r = httpx.get(url(server, "/scope"))
+    assert r.json()["path"] == "/scope"
+    status, _, body = server.get("/sc%6Fpe?q=%C3%A8")
+    scope = json.loads(body)
+    assert status == 200 and scope["path"] == "/scope" and scope["query_string"] == "q=%C3%A8"
+
+
+def test_rsgi_init_and_del_run_once_on_the_serving_loop(rsgi, marks):
+    server = rsgi("--loop", "asyncio")
+    wait_until(lambda: (marks / "init").exists())
+    assert (marks / "init").read_text().endswith("EventLoop")
+    assert not (marks / "del").exists()
+    assert server.stop() == 0
+    assert (marks / "del").read_text() == "yes"
+
+
+def test_plain_coroutine_function_app(rsgi):
+    server = rsgi(app="rsgi_apps:plain")
+    r = httpx.post(url(server, "/"), content=b"x")
+    assert (r.status_code, r.text) == (200, "plain POST")
+
+
+# -- request bodies ----------------------------------------------------------------
+
+
+def test_read_whole_body_once(rsgi):
+    server = rsgi()
+    payload = bytes(range(256)) * 4096  # 1 MiB, several reads on the wire
+    r = httpx.post(url(server, "/echo"), content=payload)
+    assert r.status_code == 200 and r.content == payload
+    assert r.headers["x-second-read"] == "refused"
+
+
+def test_read_empty_body(rsgi):
+    server = rsgi()
+    r = httpx.get(url(server, "/echo"))
+    assert r.status_code == 200 and r.content == b""
+
+
+def test_stream_request_body_chunked(rsgi):
+    server = rsgi()
+
+    def gen():
+        for _ in range(5):
+            yield b"y" * 1000
+            time.sleep(0.05)
+
+    r = httpx.post(url(server, "/stream-in"), content=gen())
+    assert r.json()["total"] == 5000
+    assert r.json()["chunks"] >= 2  # arrived in pieces, handed over in pieces
+
+
+def test_stream_empty_request_body(rsgi):
+    server = rsgi()
+    assert httpx.get(url(server, "/stream-in")).json() == {"chunks": 0, "total": 0}
+
+
+# -- responses ----------------------------------------------------------------------
+
+
+def test_response_empty(rsgi):
+    server = rsgi()
+    r = httpx.get(url(server, "/empty"))
+    assert r.status_code == 204 and r.content == b"" and r.headers["x-empty"] == "yes"
+
+
+def test_response_str_with_repeated_headers(rsgi):
+    server = rsgi()
+    status, headers, body = server.get("/text")
+    assert status == 201 and body == "héllo".encode()
+    assert headers["content-length"] == str(len("héllo".encode()))
+    r = httpx.get(url(server, "/text"))
+    assert r.headers.get_list("set-cookie") == ["a=1", "b=2"]
+    assert r.headers["server"] == "supervise" and "date" in r.headers
+
+
+def test_response_file_and_range(rsgi, tmp_path):
+    server = rsgi()
+    data = bytes(range(256)) * 1200  # > one read chunk
+    path = tmp_path / "data.bin"
+    path.write_bytes(data)
+    r = httpx.get(url(server, f"/file?path={path}"))
+    assert r.status_code == 200 and r.content == data
+    assert r.headers["content-length"] == str(len(data))
+    r = httpx.get(url(server, f"/file?path={path}&start=10&end=300000"))
+    assert r.status_code == 206 and r.content == data[10:300000]
+    r = httpx.get(url(server, f"/file?path={tmp_path}/missing"))
+    assert r.status_code == 404
+    assert httpx.get(url(server, f"/file?path={tmp_path}")).status_code == 404  # a directory
+
+
+def test_response_stream_is_chunked(rsgi):
+    server = rsgi()
+    with server.connect() as sock:
+        sock.sendall(b"GET /stream-out?n=3&size=4 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        data = read_until_closed(sock)
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert b"transfer-encoding: chunked" in head.lower()
+    assert body == b"4\r\naaaa\r\n4\r\nbbbb\r\n4\r\ncccc\r\n3\r\nend\r\n0\r\n\r\n"
+
+
+def test_only_the_first_response_counts(rsgi):
+    server = rsgi()
+    r = httpx.get(url(server, "/twice"))
+    assert (r.status_code, r.text) == (200, "first")
+
+
+def test_invalid_header_value_is_refused_to_the_app(rsgi):
+    server = rsgi()
+    assert httpx.get(url(server, "/bad-header")).text == "refused"
+
+
+def test_keep_alive_and_pipelining(rsgi):
+    server = rsgi()
+    request = b"GET /empty HTTP/1.1\r\nHost: t\r\n\r\n"
+    last = b"GET /text HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    with server.connect() as sock:
+        sock.sendall(request * 3 + last)
+        data = read_until_closed(sock)
+    assert data.count(b"HTTP/1.1 204") == 3 and data.count(b"HTTP/1.1 201") == 1
+
+
+# -- backpressure and disconnects -------------------------------------------------
+
+
+def test_stream_send_waits_for_a_slow_client(rsgi, marks):
+    server = rsgi()
+    sock = server.connect()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    sock.sendall(b"GET /backpressure HTTP/1.1\r\nHost: t\r\n\r\n")
+    wait_until(lambda: (marks / "sent").exists())
+    time.sleep(1.0)
+    stalled = int((marks / "sent").read_text())
+    # 64 MiB to send; without backpressure it would all be queued by now.
+    assert stalled < 16 * 1024 * 1024
+    received = 0
+    sock.settimeout(10)
+    while received < 1024 * 1024:
+        received += len(sock.recv(1 << 20))
+    wait_until(lambda: int((marks / "sent").read_text()) > stalled)
+    sock.close()
+    wait_until(lambda: (marks / "closed").exists())  # the send raised RSGIProtocolClosed
+
+
+def test_client_disconnect_resolves_when_the_client_leaves(rsgi, marks):
+    server = rsgi()
+    sock = server.connect()
+    sock.sendall(b"GET /disconnect HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+    time.sleep(0.3)
+    assert not (marks / "disconnected").exists()
+    sock.close()
+    wait_until(lambda: (marks / "disconnected").exists())
+
+
+# -- errors ---------------------------------------------------------------------------
+
+
+def test_return_without_response_is_500_and_logged(rsgi):
+    server = rsgi()
+    r = httpx.get(url(server, "/no-response"))
+    assert r.status_code == 500
+    server.wait_for_log(r"returned without a response: GET /no-response HTTP/1.1")
+
+
+def test_exception_before_response_is_500_with_traceback(rsgi):
+    server = rsgi()
+    r = httpx.get(url(server, "/raise?x=1"))
+    assert r.status_code == 500
+    log = server.wait_for_log(r"Error handling request GET /raise\?x=1 HTTP/1.1")
+    assert "RuntimeError: boom before the response" in log
+
+
+def test_exception_after_response_start_cuts_the_connection(rsgi):
+    server = rsgi()
+    with server.connect() as sock:
+        sock.sendall(b"GET /raise-after-start HTTP/1.1\r\nHost: t\r\n\r\n")
+        data = read_until_closed(sock)
+    assert data.startswith(b"HTTP/1.1 200")
+    assert b"partial" in data and not data.endswith(b"0\r\n\r\n")  # no clean last chunk
+    log = server.wait_for_log(r"response cut off")
+    assert "boom after the response started" in log
+
+
+# -- limits ---------------------------------------------------------------------------
+
+
+def test_limit_request_line_is_414(rsgi):
+    server = rsgi("--limit-request-line", "100")
+    status, _, _ = server.get("/echo?" + "a" * 200)
+    assert status == 414
+    assert server.get("/echo?" + "a" * 20)[0] == 200
+
+
+def test_limit_request_field_size_is_431(rsgi):
+    server = rsgi("--limit-request-field-size", "100")
+    assert server.get("/echo", headers={"X-Big": "v" * 200})[0] == 431
+    assert server.get("/echo", headers={"X-Small": "v" * 20})[0] == 200
+
+
+def test_limit_request_fields_is_431(rsgi):
+    server = rsgi("--limit-request-fields", "5")
+    many = {f"X-F{i}": "v" for i in range(10)}
+    assert server.get("/echo", headers=many)[0] == 431
+
+
+def test_limit_request_body_content_length_is_413(rsgi):
+    server = rsgi("--limit-request-body", "1000")
+    assert httpx.post(url(server, "/echo"), content=b"x" * 2000).status_code == 413
+    assert httpx.post(url(server, "/echo"), content=b"x" * 1000).status_code == 200
+
+
+def test_limit_request_body_chunked_is_413(rsgi):
+    server = rsgi("--limit-request-body", "1000")
+
+    def gen():
+        for _ in range(4):
+            yield b"x" * 600
+
+    assert httpx.post(url(server, "/echo"), content=gen()).status_code == 413
+
+
+def test_header_timeout_closes_a_silent_client(rsgi):
+    server = rsgi("--header-timeout", "1")
+    with server.connect(timeout=5) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\n")
+        started = time.monotonic()
+        read_until_closed(sock)
+        assert time.monotonic() - started < 4
+
+
+def test_keepalive_timeout_closes_an_idle_connection(rsgi):
+    server = rsgi("--keep-alive", "1")
+    with server.connect(timeout=5) as sock:
+        sock.sendall(b"GET /empty HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert sock.recv(4096).startswith(b"HTTP/1.1 204")
+        started = time.monotonic()
+        assert read_until_closed(sock) == b""
+        assert 0.8 < time.monotonic() - started < 3
+
+
+def test_tls_is_refused_at_start(start_server, tmp_path):
+    cert = tmp_path / "cert.pem"
+    cert.write_text("not a certificate")
+    server = start_server(
+        "-k", "rsgi", "--certfile", str(cert), "--keyfile", str(cert), APP, wait=False
+    )
+    assert server.proc.wait(20) != 0
+    assert "TLS for -k rsgi is not available yet" in server.log()
+
+
+# -- process ----------------------------------------------------------------------------
+
+
+def test_term_finishes_the_request_in_flight(rsgi, marks):
+    server = rsgi("--graceful-timeout", "10")
+    result: dict[str, object] = {}
+
+    def slow() -> None:
+        r = httpx.get(url(server, "/sleep?s=1.5"), timeout=20)
+        result["status"], result["body"] = r.status_code, r.text
+        result["connection"] = r.headers.get("connection")
+
+    thread = threading.Thread(target=slow)
+    thread.start()
+    time.sleep(0.5)
+    server.signal(signal.SIGTERM)
+    thread.join(20)
+    assert result == {"status": 200, "body": "slept", "connection": "close"}
+    assert server.proc.wait(20) == 0
+    assert (marks / "del").read_text() == "yes"
+
+
+def test_unix_socket_and_runtime_threads(rsgi, tmp_path):
+    sock_path = str(tmp_path / "s.sock")
+    rsgi("--runtime-threads", "2", "--runtime-mode", "mt", unix=sock_path)
+    transport = httpx.HTTPTransport(uds=sock_path)
+    with httpx.Client(transport=transport) as client:
+        scope = client.get("http://t/scope").json()
+    assert scope["client"] == "" and scope["server"] == sock_path
+
+
+def test_st_mode_with_two_threads_serves(rsgi):
+    server = rsgi("--runtime-threads", "2")
+    with httpx.Client() as client:
+        for _ in range(20):
+            assert client.get(url(server, "/text")).status_code == 201
+
+
+def test_max_requests_retires_the_worker(rsgi):
+    server = rsgi("-w", "1", "--max-requests", "10")
+    (first,) = server.wait_workers(1)
+    with httpx.Client() as client:
+        for _ in range(30):
+            assert client.get(url(server, "/empty")).status_code == 204
+    wait_until(lambda: first not in server.workers())
+    assert "max_requests" in server.log()
+
+
+def test_access_log_line(rsgi, tmp_path):
+    log = tmp_path / "access.log"
+    server = rsgi("--access-logfile", str(log))
+    assert httpx.get(url(server, "/text?x=1"), headers={"User-Agent": "probe"}).status_code == 201
+    wait_until(lambda: log.exists() and "GET /text?x=1 HTTP/1.1" in log.read_text())
+    line = log.read_text()
+    assert '" 201 ' in line and "probe" in line
+
+
+def test_websocket_upgrade_gets_a_plain_http_answer(rsgi):
+    server = rsgi()
+    request = (
+        b"GET /text HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+        b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    )
+    with server.connect() as sock:
+        sock.sendall(request)
+        data = sock.recv(65536)
+    assert data.startswith(b"HTTP/1.1 201 ")  # served as HTTP: no 101, no WebSocket
