@@ -79,9 +79,9 @@ class AsgiWorker(LoopWorker):
         self.lifespan = Lifespan(
             app=self.app, mode=cfg.lifespan, log=self.log, state=ctx.lifespan_state, asgi=ctx.asgi
         )
-        if not loop.run_until_complete(self.lifespan.startup()):
+        if not self.run_loop(self.lifespan.startup()):
             raise SystemExit(APP_LOAD_ERROR)
-        self.servers = loop.run_until_complete(self._listen())
+        self.servers = self.run_loop(self._listen())
 
     async def _listen(self) -> list[asyncio.AbstractServer]:
         def factory() -> HttpProtocol:
@@ -104,7 +104,7 @@ class AsgiWorker(LoopWorker):
         loop = self.loop
         loop.call_soon(self._tick)
         try:
-            loop.run_until_complete(self._serve())
+            self.run_loop(self._serve())
         finally:
             cancel_remaining(loop)
             loop.close()

@@ -12,8 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 from supervise.workers.base import WORKER_BOOT_ERROR, Worker
+
+T = TypeVar("T")
 
 
 def new_event_loop(name: str) -> asyncio.AbstractEventLoop:
@@ -48,12 +53,41 @@ class LoopWorker(Worker):
             raise SystemExit(WORKER_BOOT_ERROR) from None
         self.loop = loop
         asyncio.set_event_loop(loop)
-        for sig, action in self.signal_handlers().items():
-            loop.add_signal_handler(sig, action)
+        self._route_signals_through(loop)
         self.stop_requested = loop.create_future()
         if not self.alive:  # TERM came while the app was importing
             self.stop_requested.set_result(None)
         return loop
+
+    def _route_signals_through(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Hand the worker's signals from the plain handlers to the loop, losing none.
+
+        Two gaps would lose a TERM (the worker then served on until SIGKILL):
+        a signal that arrived but whose Python handler had not run yet would
+        run the loop's no-op handler instead, its wake-up byte gone to the old
+        pipe; and uvloop listens for signals only while it runs, so one that
+        arrives between two runs (lifespan startup, READY, serving) goes
+        nowhere. So the signals stay blocked, waiting in the kernel, except
+        while ``run_loop()`` runs the loop. The Python call below first lets an
+        already pending one run on the old handler.
+        """
+        self._loop_signals = tuple(self.signal_handlers())
+        signal.pthread_sigmask(signal.SIG_BLOCK, self._loop_signals)
+        _run_pending_signal_handlers()
+        for sig, action in self.signal_handlers().items():
+            loop.add_signal_handler(sig, action)
+
+    def run_loop(self, coro: Coroutine[Any, Any, T]) -> T:
+        """``loop.run_until_complete(coro)``, with the worker's signals deliverable."""
+        return self.loop.run_until_complete(self._signals_open(coro))
+
+    async def _signals_open(self, coro: Coroutine[Any, Any, T]) -> T:
+        # Unblocked only once the loop runs, so a pending signal reaches it.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, self._loop_signals)
+        try:
+            return await coro
+        finally:
+            signal.pthread_sigmask(signal.SIG_BLOCK, self._loop_signals)
 
     def on_stop(self) -> None:
         # On the loop (TERM through loop.add_signal_handler, or the parent check in
@@ -75,6 +109,11 @@ class LoopWorker(Worker):
                 f"installed: pip install {exc.name}"
             )
         return str(exc)
+
+
+def _run_pending_signal_handlers() -> None:
+    """Nothing: calling a Python function makes the interpreter run pending
+    signal handlers on entry, which is the point."""
 
 
 def cancel_remaining(loop: asyncio.AbstractEventLoop) -> None:

@@ -94,7 +94,7 @@ class RsgiWorker(LoopWorker):
         loop = self.loop
         loop.call_soon(self._tick)
         try:
-            loop.run_until_complete(self._serve())
+            self.run_loop(self._serve())
         finally:
             self.server.close()
             cancel_remaining(loop)
