@@ -68,25 +68,31 @@ def _decoded_path(req: Any) -> str:
     return path.encode("latin-1").decode("utf-8", "replace")
 
 
-def http_scope(ctx: AsgiContext, info: ConnectionInfo, req: Any) -> dict[str, Any]:
-    """The scope of an HTTP request; may raise ContradictoryScheme (proxy headers)."""
+def _scope(ctx: AsgiContext, info: ConnectionInfo, req: Any, kind: str) -> dict[str, Any]:
+    """The keys the http and websocket scopes share."""
     root = ctx.root_path
-    scope = {
-        "type": "http",
+    path = _decoded_path(req)
+    return {
+        "type": kind,
         "asgi": ctx.asgi,
         "http_version": req.http_version,
         "server": info.server,
         "client": info.client,
-        "scheme": info.scheme,
-        "method": req.method,
         "root_path": root,
-        "path": root + _decoded_path(req) if root else _decoded_path(req),
+        "path": root + path if root else path,
         "raw_path": root.encode() + req.raw_path if root else req.raw_path,
         "query_string": req.query.encode("latin-1"),
         "headers": req.headers,
         "state": ctx.lifespan_state.copy(),
-        "extensions": info.extensions,
     }
+
+
+def http_scope(ctx: AsgiContext, info: ConnectionInfo, req: Any) -> dict[str, Any]:
+    """The scope of an HTTP request; may raise ContradictoryScheme (proxy headers)."""
+    scope = _scope(ctx, info, req, "http")
+    scope["scheme"] = info.scheme
+    scope["method"] = req.method
+    scope["extensions"] = info.extensions
     if info.trusted:
         _apply_proxy_headers(ctx, scope, req, websocket=False)
     return scope
@@ -94,32 +100,19 @@ def http_scope(ctx: AsgiContext, info: ConnectionInfo, req: Any) -> dict[str, An
 
 def websocket_scope(ctx: AsgiContext, info: ConnectionInfo, req: Any) -> dict[str, Any]:
     """The scope of a WebSocket handshake request."""
-    root = ctx.root_path
-    protocols = [
+    scope = _scope(ctx, info, req, "websocket")
+    scope["scheme"] = "wss" if info.scheme == "https" else "ws"
+    scope["subprotocols"] = [
         p.strip()
         for name, value in req.headers
         if name == b"sec-websocket-protocol"
         for p in value.decode("latin-1").split(",")
         if p.strip()
     ]
-    scope = {
-        "type": "websocket",
-        "asgi": ctx.asgi,
-        "http_version": req.http_version,
-        "server": info.server,
-        "client": info.client,
-        "scheme": "wss" if info.scheme == "https" else "ws",
-        "root_path": root,
-        "path": root + _decoded_path(req) if root else _decoded_path(req),
-        "raw_path": root.encode() + req.raw_path if root else req.raw_path,
-        "query_string": req.query.encode("latin-1"),
-        "headers": req.headers,
-        "subprotocols": protocols,
-        "state": ctx.lifespan_state.copy(),
-        "extensions": {"websocket.http.response": {}},
-    }
+    extensions: dict[str, Any] = {"websocket.http.response": {}}
     if "tls" in info.extensions:
-        scope["extensions"]["tls"] = info.extensions["tls"]
+        extensions["tls"] = info.extensions["tls"]
+    scope["extensions"] = extensions
     if info.trusted:
         _apply_proxy_headers(ctx, scope, req, websocket=True)
     return scope

@@ -32,23 +32,12 @@ from supervise.http.asgi_context import AsgiContext
 from supervise.http.asgi_http import HttpProtocol
 from supervise.http.asgi_lifespan import Lifespan
 from supervise.workers.base import APP_LOAD_ERROR, WORKER_BOOT_ERROR
-from supervise.workers.evloop import LoopWorker, cancel_remaining
-
-# The part of graceful_timeout left for the lifespan shutdown once
-# connections have drained (the arbiter SIGKILLs at graceful_timeout).
-SHUTDOWN_SHARE = 0.2
+from supervise.workers.evloop import SHUTDOWN_SHARE, LoopWorker, cancel_remaining
 
 
 def ws_protocol_class(setting: str) -> Any:
-    """The WebSocket protocol class for --ws, or None (off, or not available)."""
-    if setting == "off":
-        return None
-    try:
-        from supervise.http import asgi_ws
-    except ModuleNotFoundError as exc:
-        if exc.name != "supervise.http.asgi_ws":
-            raise
-        return None  # a build of supervise without WebSocket support
+    """The WebSocket protocol class for --ws, or None for off."""
+    from supervise.http import asgi_ws  # imports a WebSocket library: only when asked
 
     return asgi_ws.protocol_class(setting)
 

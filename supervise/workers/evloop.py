@@ -20,6 +20,10 @@ from supervise.workers.base import WORKER_BOOT_ERROR, Worker
 
 T = TypeVar("T")
 
+# The part of graceful_timeout kept for the app's own shutdown (lifespan,
+# __rsgi_del__) once connections have drained; the arbiter SIGKILLs at the end.
+SHUTDOWN_SHARE = 0.2
+
 
 def new_event_loop(name: str) -> asyncio.AbstractEventLoop:
     """The loop --loop asks for; ImportError when its library is missing."""

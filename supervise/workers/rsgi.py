@@ -30,10 +30,7 @@ from typing import Any
 from supervise import _native
 from supervise.http.rsgi_call import make_handler
 from supervise.workers.base import APP_LOAD_ERROR, WORKER_BOOT_ERROR
-from supervise.workers.evloop import LoopWorker, cancel_remaining
-
-# The part of graceful_timeout kept for __rsgi_del__ and the runtime shutdown.
-SHUTDOWN_SHARE = 0.2
+from supervise.workers.evloop import SHUTDOWN_SHARE, LoopWorker, cancel_remaining
 
 
 def prefer_batches() -> None:
