@@ -125,7 +125,7 @@ class RsgiWorker(LoopWorker):
         current = asyncio.current_task()
         while monotonic() < deadline:
             apps = [t for t in asyncio.all_tasks() if t is not current and not t.done()]
-            if not (server.connections() or server.in_flight() or apps):
+            if server.drained() and not apps:
                 break
             await asyncio.sleep(0.05)
         server.close()

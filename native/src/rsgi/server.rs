@@ -147,6 +147,16 @@ impl RsgiServer {
         self.with_server(|s| s.connections())
     }
 
+    /// After `stop()`: no accept loop, connection or exchange is left (true
+    /// once closed), so closing cuts nothing.
+    fn drained(&self) -> bool {
+        self.server
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_none_or(|s| s.drained())
+    }
+
     fn in_flight(&self) -> usize {
         self.with_server(|s| s.in_flight())
     }

@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 use super::connection;
 use super::exchange::ConnInfo;
-use super::runtime::Shared;
+use super::runtime::{Held, Shared};
 
 #[derive(Debug, Clone, Copy)]
 pub struct ListenFd {
@@ -49,14 +49,17 @@ pub fn spawn(l: ListenFd, shared: Arc<Shared>, stop: watch::Receiver<bool>) -> i
             .ok()
             .and_then(|a| a.as_pathname().map(|p| p.display().to_string()))
             .unwrap_or_default();
+        let accepting = shared.counters.accepting();
         tokio::spawn(async move {
+            let _accepting = accepting;
             let mut stop_rx = stop.clone();
             loop {
                 tokio::select! {
                     accepted = listener.accept() => match accepted {
                         Ok((stream, _)) => {
+                            let open = shared.counters.connection();
                             let info = ConnInfo::new(String::new(), server.clone(), shared.config.scheme);
-                            tokio::spawn(run(stream, info, shared.clone(), stop.clone()));
+                            tokio::spawn(run(stream, info, shared.clone(), stop.clone(), open));
                         }
                         Err(e) => pause(&e).await,
                     },
@@ -68,16 +71,19 @@ pub fn spawn(l: ListenFd, shared: Arc<Shared>, stop: watch::Receiver<bool>) -> i
         let std = std::net::TcpListener::from(fd);
         std.set_nonblocking(true)?;
         let listener = tokio::net::TcpListener::from_std(std)?;
+        let accepting = shared.counters.accepting();
         tokio::spawn(async move {
+            let _accepting = accepting;
             let mut stop_rx = stop.clone();
             loop {
                 tokio::select! {
                     accepted = listener.accept() => match accepted {
                         Ok((stream, peer)) => {
+                            let open = shared.counters.connection();
                             let _ = stream.set_nodelay(true);
                             let local = stream.local_addr().map(|a| a.to_string()).unwrap_or_default();
                             let info = ConnInfo::new(peer.to_string(), local, shared.config.scheme);
-                            tokio::spawn(run(stream, info, shared.clone(), stop.clone()));
+                            tokio::spawn(run(stream, info, shared.clone(), stop.clone(), open));
                         }
                         Err(e) => pause(&e).await,
                     },
@@ -96,13 +102,16 @@ async fn pause(err: &io::Error) {
     }
 }
 
-/// One connection, counted while it lives.
-async fn run<T>(stream: T, info: ConnInfo, shared: Arc<Shared>, stop: watch::Receiver<bool>)
-where
+/// One connection, counted (by `open`) from its accept until it ends.
+async fn run<T>(
+    stream: T,
+    info: ConnInfo,
+    shared: Arc<Shared>,
+    stop: watch::Receiver<bool>,
+    open: Held,
+) where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let counters = shared.counters.clone();
-    counters.open_connection();
     connection::serve(stream, info, shared, stop).await;
-    counters.close_connection();
+    drop(open);
 }

@@ -17,6 +17,9 @@ use super::sched;
 
 #[derive(Default)]
 pub struct Counters {
+    /// Accept loops still running: until they are all gone a connection may
+    /// still arrive, so the worker cannot call the server drained.
+    accepting: AtomicUsize,
     connections: AtomicUsize,
     in_flight: AtomicUsize,
     /// Finished requests not yet reported to the worker (it counts in batches).
@@ -24,11 +27,15 @@ pub struct Counters {
 }
 
 impl Counters {
-    pub fn open_connection(&self) {
-        self.connections.fetch_add(1, Ordering::Relaxed);
+    /// Counted from before the accept loop is spawned until it ends (or is dropped).
+    pub fn accepting(self: &Arc<Self>) -> Held {
+        Held::new(self.clone(), |c| &c.accepting)
     }
-    pub fn close_connection(&self) {
-        self.connections.fetch_sub(1, Ordering::Relaxed);
+    /// Counted from the moment `accept()` returned, not from the connection
+    /// task's first poll: in between, a stopping worker would see no
+    /// connection and shut the runtime down under it.
+    pub fn connection(self: &Arc<Self>) -> Held {
+        Held::new(self.clone(), |c| &c.connections)
     }
     pub fn begin_request(&self) {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
@@ -36,6 +43,26 @@ impl Counters {
     pub fn end_request(&self) {
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
         self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// One unit of a counter, given back when dropped: a task dropped unpolled
+/// at runtime shutdown gives it back too.
+pub struct Held {
+    counters: Arc<Counters>,
+    field: fn(&Counters) -> &AtomicUsize,
+}
+
+impl Held {
+    fn new(counters: Arc<Counters>, field: fn(&Counters) -> &AtomicUsize) -> Held {
+        field(&counters).fetch_add(1, Ordering::AcqRel);
+        Held { counters, field }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        (self.field)(&self.counters).fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -154,6 +181,17 @@ impl Server {
 
     pub fn connections(&self) -> usize {
         self.shared.counters.connections.load(Ordering::Relaxed)
+    }
+
+    /// After `stop()`: every accept loop has ended and no connection or
+    /// exchange is left, so closing cuts nothing. Read in this order (a
+    /// connection is counted before its accept loop can end, an exchange
+    /// before its connection) so that nothing slips between the reads.
+    pub fn drained(&self) -> bool {
+        let c = &self.shared.counters;
+        c.accepting.load(Ordering::Acquire) == 0
+            && c.connections.load(Ordering::Acquire) == 0
+            && c.in_flight.load(Ordering::Acquire) == 0
     }
 
     pub fn in_flight(&self) -> usize {
