@@ -129,3 +129,24 @@ def test_fastapi_app(start_server):
     with connect(f"ws://127.0.0.1:{server.port}/ws", open_timeout=10) as ws:
         ws.send("hi")
         assert ws.recv(timeout=10) == "echo: hi"
+
+
+def test_rsgi_app(start_server):
+    server = start_server("-k", "rsgi", "-w", "2", "app:app", cwd=EXAMPLES / "rsgi_app")
+    status, _, body = server.get("/")
+    assert (status, body) == (200, b"Hello, world!\n")
+    status, _, body = server.get("/json")
+    assert (status, json.loads(body)) == (
+        200,
+        {"method": "GET", "http_version": "1.1", "scheme": "http"},
+    )
+    status, _, body = server.get("/echo", method="POST", body=b"x" * 100_000)
+    assert (status, body) == (200, b"x" * 100_000)
+    status, headers, body = server.get("/stream")
+    assert headers.get("transfer-encoding") == "chunked"
+    assert body == b"".join(f"line {i}\n".encode() for i in range(5))
+    status, headers, body = server.get("/files/notes.txt")
+    assert (status, body) == (200, (EXAMPLES / "rsgi_app" / "static" / "notes.txt").read_bytes())
+    assert headers["content-length"] == str(len(body))
+    assert server.get("/files/../app.py")[0] == 404
+    assert server.get("/files/missing.txt")[0] == 404
