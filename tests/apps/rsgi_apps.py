@@ -208,3 +208,11 @@ app = App()
 async def plain(scope, proto):
     """A bare coroutine function is an RSGI app too."""
     proto.response_str(200, [("content-type", "text/plain")], f"plain {scope.method}")
+
+
+async def read_then_hello(scope, proto):
+    """Reads the whole request body, then answers 13 bytes: h2spec's app (its
+    flow-control cases need a body to send, and a stream still open while
+    they send their frames)."""
+    await proto()
+    proto.response_str(200, [("content-type", "text/plain")], "Hello, world!")

@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::connection;
+use super::connection::{self, Proto};
 use super::exchange::ConnInfo;
 use super::runtime::Shared;
+use super::tls;
 
 #[derive(Debug, Clone, Copy)]
 pub struct ListenFd {
@@ -96,13 +97,23 @@ async fn pause(err: &io::Error) {
     }
 }
 
-/// One connection, counted while it lives.
+/// One connection, counted while it lives (its TLS handshake included).
 async fn run<T>(stream: T, info: ConnInfo, shared: Arc<Shared>, stop: watch::Receiver<bool>)
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let counters = shared.counters.clone();
     counters.open_connection();
-    connection::serve(stream, info, shared, stop).await;
+    let mode = shared.config.http;
+    match shared.tls.clone() {
+        None => connection::serve(stream, info, shared, stop, Proto::pick(mode, None)).await,
+        Some(acceptor) => {
+            if let Some(tls) = tls::handshake(acceptor, stream, shared.config.header_timeout).await
+            {
+                let proto = Proto::pick(mode, tls::negotiated_h2(&tls));
+                connection::serve(tls, info, shared, stop, proto).await;
+            }
+        }
+    }
     counters.close_connection();
 }
