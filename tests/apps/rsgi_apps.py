@@ -151,6 +151,7 @@ async def raises_after_start(scope, proto):
 
 
 async def sleep(scope, proto):
+    mark("sleeping", "yes")
     await asyncio.sleep(float(params(scope).get("s", "1")))
     proto.response_str(200, [], "slept")
 

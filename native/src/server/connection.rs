@@ -1,7 +1,7 @@
-//! One connection: hyper's HTTP/1.1 or HTTP/2 state machine (hyper-util's
-//! auto builder, which can also tell the two apart by the HTTP/2 preface),
-//! plus what hyper does not do itself: the idle timeout (hyper only has a
-//! header-read timeout on HTTP/1.1) and the graceful stop.
+//! One connection: hyper's HTTP/1.1 or HTTP/2 state machine (chosen by ALPN,
+//! `--http`, or the client's first bytes: sniff.rs), plus what hyper does not
+//! do itself: the idle timeout (hyper only has a header-read timeout, on
+//! HTTP/1.1) and the graceful stop.
 
 use std::io;
 use std::pin::Pin;
@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use bytes::Bytes;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -19,6 +20,7 @@ use super::config::{HttpMode, ServerConfig};
 use super::exchange::ConnInfo;
 use super::runtime::Shared;
 use super::service;
+use super::sniff::{sniff, Prefixed};
 
 /// On a graceful stop, how long a kept-alive connection must be quiet before
 /// it is closed (IDLE_GRACE_ON_STOP of the Python workers).
@@ -36,7 +38,8 @@ const MAX_LOCAL_ERROR_RESETS: usize = 1024;
 /// Which protocol a connection speaks, as far as we know before reading it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Proto {
-    /// Read the first bytes: the HTTP/2 preface means HTTP/2, anything else HTTP/1.1.
+    /// Read the first bytes: the HTTP/2 preface means HTTP/2, anything else
+    /// HTTP/1.1 (sniff.rs).
     Sniff,
     H1,
     H2,
@@ -57,9 +60,9 @@ impl Proto {
 
 type Builder = auto::Builder<TokioExecutor>;
 
-/// One configured builder per `Proto`, made once per server.
+/// The HTTP/1.1 and the HTTP/2 builder, made once per server. hyper-util's
+/// (one connection type for both), never left to guess the version itself.
 pub struct Builders {
-    sniff: Builder,
     h1: Builder,
     h2: Builder,
 }
@@ -71,16 +74,7 @@ impl Builders {
         http2_settings(&mut b.http2(), cfg);
         Builders {
             h1: b.clone().http1_only(),
-            h2: b.clone().http2_only(),
-            sniff: b,
-        }
-    }
-
-    fn get(&self, proto: Proto) -> &Builder {
-        match proto {
-            Proto::Sniff => &self.sniff,
-            Proto::H1 => &self.h1,
-            Proto::H2 => &self.h2,
+            h2: b.http2_only(),
         }
     }
 }
@@ -143,19 +137,32 @@ pub async fn serve<T>(
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let conn = Arc::new(conn);
-    if proto == Proto::H2 {
-        conn.set_h2();
-    }
-    let io = TokioIo::new(Counted {
+    let mut stream = Counted {
         inner: stream,
         conn: conn.clone(),
-    });
+    };
+    let (h2, prefix) = match proto {
+        Proto::H1 => (false, Bytes::new()),
+        Proto::H2 => (true, Bytes::new()),
+        Proto::Sniff => {
+            let limit = shared.config.header_timeout.or(shared.config.keepalive);
+            match sniff(&mut stream, &mut stop, limit, STOP_GRACE).await {
+                Some(found) => found,
+                None => return,
+            }
+        }
+    };
+    if h2 {
+        conn.set_h2();
+    }
+    let io = TokioIo::new(Prefixed::new(prefix, stream));
     let service = {
         let shared = shared.clone();
         let conn = conn.clone();
         service_fn(move |req| service::handle(req, shared.clone(), conn.clone()))
     };
-    let connection = shared.http.get(proto).serve_connection(io, service);
+    let builder = if h2 { &shared.http.h2 } else { &shared.http.h1 };
+    let connection = builder.serve_connection(io, service);
     tokio::pin!(connection);
     // HTTP/1.1 idles after `keepalive`; HTTP/2 too, and without keep-alive
     // after `header_timeout` (its requests share the connection, so closing

@@ -12,6 +12,7 @@ mod listener;
 mod runtime;
 mod sched;
 mod service;
+mod sniff;
 mod strict;
 mod tls;
 
