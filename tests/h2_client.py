@@ -36,10 +36,19 @@ class H2Client:
         self.frames: list[hf.Frame] = []
         self.streams: dict[int, Stream] = {}
         self.goaways: list[hf.GoAwayFrame] = []
-        self.closed = False
+        self.closed = False  # EOF read
+        self.refused = False  # a write failed
         self.next_stream = 1
         self._header_block: tuple[int, bytes, bool] | None = None
         sock.sendall(PREFACE + hf.SettingsFrame(0).serialize())
+
+    def send(self, data: bytes) -> bool:
+        """Write; False (not an error) once the server stopped reading."""
+        try:
+            self.sock.sendall(data)
+        except OSError:
+            self.refused = True
+        return not self.refused
 
     def request(
         self,
@@ -69,7 +78,7 @@ class H2Client:
             data.data = body
             data.flags.add("END_STREAM")
             out += data.serialize()
-        self.sock.sendall(out)
+        self.send(out)
         self.streams[stream] = Stream()
         return stream
 
@@ -98,12 +107,12 @@ class H2Client:
         if isinstance(frame, hf.SettingsFrame) and "ACK" not in frame.flags:
             ack = hf.SettingsFrame(0)
             ack.flags.add("ACK")
-            self.sock.sendall(ack.serialize())
+            self.send(ack.serialize())
         elif isinstance(frame, hf.PingFrame) and "ACK" not in frame.flags:
             pong = hf.PingFrame(0)
             pong.opaque_data = frame.opaque_data
             pong.flags.add("ACK")
-            self.sock.sendall(pong.serialize())
+            self.send(pong.serialize())
         elif isinstance(frame, hf.GoAwayFrame):
             self.goaways.append(frame)
         elif isinstance(frame, (hf.HeadersFrame, hf.ContinuationFrame)) and stream:
@@ -126,7 +135,7 @@ class H2Client:
                     update = hf.WindowUpdateFrame(sid)
                     update.window_increment = frame.flow_controlled_length
                     out += update.serialize()
-                self.sock.sendall(out)
+                self.send(out)
         elif isinstance(frame, hf.RstStreamFrame) and stream:
             stream.reset = frame.error_code
 

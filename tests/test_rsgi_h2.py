@@ -19,6 +19,9 @@ import httpx
 import pytest
 from conftest import wait_until
 from h2_client import H2Client
+from hyperframe import frame as hf
+
+ENHANCE_YOUR_CALM = 0xB
 
 APP = "rsgi_apps:app"
 
@@ -255,3 +258,52 @@ def test_idle_http2_connection_gets_goaway(rsgi):
     client.until(lambda c: False, timeout=15)
     assert client.closed
     assert client.goaways and client.goaways[-1].error_code == 0
+
+
+def head_block(client: H2Client, path: str) -> bytes:
+    return client.encoder.encode(
+        [(":method", "GET"), (":scheme", "http"), (":authority", client.authority), (":path", path)]
+    )
+
+
+def test_rapid_reset_gets_goaway(rsgi):
+    # CVE-2023-44487: open streams and cancel them at once, faster than the
+    # server can serve them. hyper's pending-accept reset bound answers GOAWAY.
+    server = rsgi()
+    client = frames(server)
+    burst = b""
+    for i in range(200):
+        head = hf.HeadersFrame(1 + 2 * i)
+        head.data = head_block(client, "/sleep?s=1")
+        head.flags.add("END_HEADERS")
+        head.flags.add("END_STREAM")
+        reset = hf.RstStreamFrame(1 + 2 * i)
+        reset.error_code = 0x8  # CANCEL
+        burst += head.serialize() + reset.serialize()
+    client.send(burst)
+    client.until(lambda c: bool(c.goaways))
+    assert [g.error_code for g in client.goaways] == [ENHANCE_YOUR_CALM]
+    assert client.goaways[0].last_stream_id < 199
+    assert server.is_serving()
+
+
+def test_continuation_flood_gets_goaway(rsgi):
+    # A header block that never ends (CONTINUATION after CONTINUATION) must not
+    # be buffered without bound: http2_max_headers_size stops it.
+    server = rsgi()
+    client = frames(server)
+    head = hf.HeadersFrame(1)
+    head.data = head_block(client, "/text")
+    client.send(head.serialize())
+    sent = 0
+    while sent < 16 * 1024 * 1024:
+        more = hf.ContinuationFrame(1)
+        more.data = client.encoder.encode([(f"x-h{sent}", "v" * 8000)])
+        if not client.send(more.serialize()):
+            break
+        sent += len(more.data)
+    client.until(lambda c: False)
+    assert sent < 1024 * 1024
+    assert [g.error_code for g in client.goaways] == [ENHANCE_YOUR_CALM]
+    assert client.streams == {}  # no stream ever reached the app
+    assert server.is_serving()
