@@ -307,3 +307,22 @@ def test_continuation_flood_gets_goaway(rsgi):
     assert [g.error_code for g in client.goaways] == [ENHANCE_YOUR_CALM]
     assert client.streams == {}  # no stream ever reached the app
     assert server.is_serving()
+
+
+def test_http2_settings_reach_the_client(rsgi):
+    server = rsgi(
+        "--http2-max-concurrent-streams", "17", "--http2-initial-stream-window-size", "100000",
+        "--http2-max-frame-size", "32768", "--http2-max-headers-size", "20000",
+        "--http2-keep-alive-interval", "5",
+    )  # fmt: skip
+    client = frames(server)
+    stream = client.request("/text")
+    assert client.finish(stream).headers[":status"] == "201"
+    announced = {}
+    for frame in client.frames:
+        if isinstance(frame, hf.SettingsFrame) and "ACK" not in frame.flags:
+            announced.update(frame.settings)
+    assert announced[hf.SettingsFrame.MAX_CONCURRENT_STREAMS] == 17
+    assert announced[hf.SettingsFrame.INITIAL_WINDOW_SIZE] == 100000
+    assert announced[hf.SettingsFrame.MAX_FRAME_SIZE] == 32768
+    assert announced[hf.SettingsFrame.MAX_HEADER_LIST_SIZE] == 20000
