@@ -167,30 +167,29 @@ pub async fn serve<T>(
     // HTTP/1.1 idles after `keepalive`; HTTP/2 too, and without keep-alive
     // after `header_timeout` (its requests share the connection, so closing
     // after each one, as HTTP/1.1 does then, would make no sense).
-    let idle_h1 = shared.config.keepalive;
-    let idle_h2 = idle_h1.or(shared.config.header_timeout);
+    let idle = if h2 {
+        shared.config.keepalive.or(shared.config.header_timeout)
+    } else {
+        shared.config.keepalive
+    };
     let mut idle_ticks = 0u32;
     let mut seen = conn.activity();
     let mut stopping = *stop.borrow();
     let mut closing = false;
     loop {
-        // Recomputed each turn: a sniffed connection turns out HTTP/2 with its
-        // first request.
         let tick = if closing {
             None
         } else if stopping {
             Some(STOP_GRACE / 2)
-        } else if conn.is_h2() {
-            idle_h2.map(|k| k / 2)
         } else {
-            idle_h1.map(|k| k / 2)
+            idle.map(|k| k / 2)
         };
         tokio::select! {
             _ = connection.as_mut() => break,
             _ = stop.changed(), if !stopping => {
                 stopping = true;
                 idle_ticks = 0;
-                if conn.is_h2() && !closing {
+                if h2 && !closing {
                     // GOAWAY at once: open streams finish, and h2's two-step
                     // GOAWAY still serves the ones already on their way.
                     connection.as_mut().graceful_shutdown();

@@ -38,15 +38,12 @@ impl ConnInfo {
         }
     }
 
-    /// Every request passes here first (a sniffed connection learns it is
-    /// HTTP/2 from its first request).
-    pub(crate) fn saw_request(&self, version: hyper::Version) {
+    /// Every request passes here first.
+    pub(crate) fn saw_request(&self) {
         self.requests.fetch_add(1, Ordering::Relaxed);
-        if version == hyper::Version::HTTP_2 {
-            self.set_h2();
-        }
     }
 
+    /// Known before the first request is read (ALPN, `--http`, or the preface).
     pub(crate) fn set_h2(&self) {
         self.h2.store(true, Ordering::Relaxed);
     }

@@ -21,7 +21,7 @@ pub async fn handle(
     conn: Arc<ConnInfo>,
 ) -> Result<Response<ResponseBody>, Infallible> {
     let (mut head, body) = req.into_parts();
-    conn.saw_request(head.version);
+    conn.saw_request();
     // HTTP/2 has no `Connection` field: a stream ends alone.
     let h1 = head.version < Version::HTTP_2;
     if let Err(r) = strict::check(&mut head, &shared.config) {
