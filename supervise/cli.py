@@ -219,6 +219,10 @@ def load_config(argv: list[str], environ: Mapping[str, str]) -> Config:
     return cfg
 
 
+# Settings --print-config must not show (it often lands in logs and tickets).
+SECRET = frozenset({"keyfile_password"})
+
+
 def format_settings(cfg: Config) -> str:
     """``--print-config``: ``name = value``, sorted; values as Python literals where possible."""
     lines = []
@@ -228,6 +232,8 @@ def format_settings(cfg: Config) -> str:
             module = getattr(target, "__module__", None) or "?"
             qualname = getattr(target, "__qualname__", None) or type(target).__name__
             shown = f"<{module}.{qualname}>"
+        elif name in SECRET and value is not None:
+            shown = "'********'"
         else:
             shown = repr(value)
         lines.append(f"{name} = {shown}")

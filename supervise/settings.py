@@ -694,6 +694,16 @@ def _build() -> dict[str, Setting]:
         "keyfile or certfile serves HTTPS.",
     )
     add(
+        name="keyfile_password",
+        flags=["--keyfile-password"],
+        metavar="PASSWORD",
+        validator=OPT_STR,
+        help="The password of an encrypted keyfile. The rsgi worker reads encrypted PKCS#8 "
+        "keys (`BEGIN ENCRYPTED PRIVATE KEY`); the other workers whatever OpenSSL reads. "
+        "Prefer a config file or SUPERVISE_CMD_ARGS to the command line, where other "
+        "users can see it.",
+    )
+    add(
         name="ca_certs",
         flags=["--ca-certs"],
         metavar="FILE",

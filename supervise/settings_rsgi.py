@@ -2,14 +2,41 @@
 
 Apart from settings.py only to keep that table readable; settings.py includes
 this section in its single ``SETTINGS`` table. Names follow Granian's
-(``--runtime-threads``, ``--runtime-mode``).
+(``--runtime-threads``, ``--runtime-mode``, ``--http``, ``--http2-*``); times
+are in seconds, as everywhere in supervise.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-from supervise.validators import choice_check, int_check
+from supervise.validators import SECONDS, Check, Invalid, choice_check, int_check
+
+# RFC 9113 6.5.2 bounds.
+_MAX_WINDOW = 2**31 - 1
+_MIN_FRAME, _MAX_FRAME = 2**14, 2**24 - 1
+
+
+def _http(value: Any) -> str:
+    # A config file may say `http = 2`.
+    text = str(value).strip().lower() if isinstance(value, int) else value
+    return choice_check("auto", "1", "2")(text)
+
+
+HTTP = Check("auto | 1 | 2", _http)
+
+
+def _opt_seconds(value: Any) -> float | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+        return None
+    seconds = SECONDS(value)
+    if seconds == 0:
+        raise Invalid("must be more than 0 seconds (leave it unset for no pings)")
+    return seconds
+
+
+OPT_SECONDS = Check("number or None", _opt_seconds)
 
 
 def declare(add: Callable[..., None]) -> None:
@@ -34,4 +61,90 @@ def declare(add: Callable[..., None]) -> None:
         "single-threaded runtime per thread, each accepting on every listener (no work "
         "stealing, no cross-thread wake-ups); `mt`, one work-stealing runtime with "
         "`runtime_threads` workers.",
+    )
+    add(
+        name="http",
+        flags=["--http"],
+        metavar="VERSION",
+        validator=HTTP,
+        default="auto",
+        help="The HTTP versions the rsgi worker speaks: `auto` (default) HTTP/1.1 and "
+        "HTTP/2, chosen by ALPN over TLS and, in clear text or when the client offers no "
+        "ALPN, by the client's first bytes (HTTP/2 with prior knowledge, as `curl "
+        "--http2-prior-knowledge`); `1` HTTP/1.1 only; `2` HTTP/2 only. The HTTP/1.1 "
+        "`Upgrade: h2c` dance is not offered. The Python workers speak HTTP/1.1 only.",
+    )
+    add(
+        name="http2_max_concurrent_streams",
+        flags=["--http2-max-concurrent-streams"],
+        metavar="INT",
+        validator=int_check(1, 2**32 - 1),
+        default=200,
+        help="SETTINGS_MAX_CONCURRENT_STREAMS: the requests one HTTP/2 connection may "
+        "have open at once (rsgi worker).",
+    )
+    add(
+        name="http2_initial_stream_window_size",
+        flags=["--http2-initial-stream-window-size"],
+        metavar="BYTES",
+        validator=int_check(65535, _MAX_WINDOW),
+        default=1048576,
+        help="SETTINGS_INITIAL_WINDOW_SIZE: how much of one request body an HTTP/2 client "
+        "may send before the app reads it (rsgi worker).",
+    )
+    add(
+        name="http2_initial_connection_window_size",
+        flags=["--http2-initial-connection-window-size"],
+        metavar="BYTES",
+        validator=int_check(65535, _MAX_WINDOW),
+        default=1048576,
+        help="The same for all the request bodies of one HTTP/2 connection together (rsgi worker).",
+    )
+    add(
+        name="http2_max_frame_size",
+        flags=["--http2-max-frame-size"],
+        metavar="BYTES",
+        validator=int_check(_MIN_FRAME, _MAX_FRAME),
+        default=16384,
+        help="SETTINGS_MAX_FRAME_SIZE: the largest HTTP/2 frame payload a client may send "
+        "(rsgi worker).",
+    )
+    add(
+        name="http2_max_headers_size",
+        flags=["--http2-max-headers-size"],
+        metavar="BYTES",
+        validator=int_check(1024, 2**32 - 1),
+        default=65536,
+        help="SETTINGS_MAX_HEADER_LIST_SIZE: the largest request head an HTTP/2 client may "
+        "send, decompressed (names, values and 32 bytes per field). It also bounds what "
+        "a flood of CONTINUATION frames can make the server buffer. The limit_request_* "
+        "settings apply to HTTP/2 requests too (rsgi worker).",
+    )
+    add(
+        name="http2_max_send_buffer_size",
+        flags=["--http2-max-send-buffer-size"],
+        metavar="BYTES",
+        validator=int_check(1024, 2**31 - 1),
+        default=409600,
+        help="How much of one HTTP/2 response may wait in memory for the client's flow "
+        "control window; past it the app's sends wait (rsgi worker).",
+    )
+    add(
+        name="http2_keep_alive_interval",
+        flags=["--http2-keep-alive-interval"],
+        metavar="SECONDS",
+        validator=OPT_SECONDS,
+        default=None,
+        help="Send an HTTP/2 PING on a connection that has been silent this long, and close "
+        "it when no answer comes within http2_keep_alive_timeout: it finds clients that "
+        "vanished without closing. Not set (default): no pings. Pings do not keep an idle "
+        "connection open: keepalive still closes it (rsgi worker).",
+    )
+    add(
+        name="http2_keep_alive_timeout",
+        flags=["--http2-keep-alive-timeout"],
+        metavar="SECONDS",
+        validator=SECONDS,
+        default=20,
+        help="How long to wait for the answer to an HTTP/2 keep-alive PING (rsgi worker).",
     )

@@ -1,6 +1,6 @@
 """The server's ``ssl.SSLContext``, built in each worker after fork.
 
-Built from keyfile/certfile/ca_certs/cert_reqs/ciphers, then handed to the
+Built from keyfile/keyfile_password/certfile/ca_certs/cert_reqs/ciphers, then handed to the
 ``ssl_context(config, default_ssl_context_factory)`` hook, which returns the
 context to use: the default one, that one adjusted (a minimum TLS version, an
 extra CA) or one of its own. The same hook as Gunicorn's, so configs carry over.
@@ -26,7 +26,9 @@ def _default_context(cfg: Any) -> ssl.SSLContext:
     except (OSError, ssl.SSLError) as exc:
         raise TLSConfigError(f"cannot load ca_certs {cfg.ca_certs!r}: {exc}") from None
     try:
-        context.load_cert_chain(certfile=cfg.certfile, keyfile=cfg.keyfile)
+        context.load_cert_chain(
+            certfile=cfg.certfile, keyfile=cfg.keyfile, password=cfg.keyfile_password
+        )
     except (OSError, ssl.SSLError) as exc:
         raise TLSConfigError(
             f"cannot load certfile {cfg.certfile!r} / keyfile {cfg.keyfile!r}: {exc}"

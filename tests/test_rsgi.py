@@ -325,16 +325,6 @@ def test_keepalive_timeout_closes_an_idle_connection(rsgi):
         assert 0.8 < time.monotonic() - started < 3
 
 
-def test_tls_is_refused_at_start(start_server, tmp_path):
-    cert = tmp_path / "cert.pem"
-    cert.write_text("not a certificate")
-    server = start_server(
-        "-k", "rsgi", "--certfile", str(cert), "--keyfile", str(cert), APP, wait=False
-    )
-    assert server.proc.wait(20) != 0
-    assert "TLS for -k rsgi is not available yet" in server.log()
-
-
 # -- process ----------------------------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ import shutil
 import socket
 import ssl
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -162,3 +163,32 @@ def test_ssl_context_hook(start_server, pki, tmp_path):
     with pytest.raises((ssl.SSLError, ConnectionResetError)):
         https_get(server, old_client)
     assert https_get(server, client_context(pki))[0] == 200
+
+
+def test_encrypted_keyfile_with_keyfile_password(start_server, pki, tmp_path):
+    _openssl(
+        "pkcs8", "-topk8", "-v2", "aes-256-cbc", "-in", str(pki / "server.key"),
+        "-out", str(tmp_path / "enc.key"), "-passout", "pass:s3cret", cwd=tmp_path,
+    )  # fmt: skip
+    server = start_server(
+        f"{APP}:hello", "--certfile", str(pki / "server.pem"), "--keyfile",
+        str(tmp_path / "enc.key"), "--keyfile-password", "s3cret", wait=False,
+    )  # fmt: skip
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            assert https_get(server, client_context(pki))[2] == b"Hello, world!"
+            break
+        except (OSError, http.client.HTTPException):
+            assert server.proc.poll() is None, server.log()
+            assert time.monotonic() < deadline, server.log()
+            time.sleep(0.1)
+
+
+def test_keyfile_password_is_not_printed():
+    out = subprocess.run(
+        [sys.executable, "-m", "supervise", "--keyfile-password", "s3cret", "--print-config"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert "keyfile_password = '********'" in out.stdout
+    assert "s3cret" not in out.stdout

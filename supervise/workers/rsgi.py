@@ -12,8 +12,12 @@ Everything with threads is created here, after fork: the loop in
 callback, so an app that blocks the loop makes the worker look stuck, as it
 is; requests are counted from Rust in batches at each tick.
 
+HTTP/1.1 and HTTP/2 (``--http``), in clear or over TLS: rustls, built in
+Rust from the TLS settings by ``create_tls()`` (``workers/rsgi_tls.py``).
+
 Graceful stop (TERM): the native server stops accepting and closes idle
-connections; busy ones get ``Connection: close`` on their response. The loop
+connections; busy HTTP/1.1 ones get ``Connection: close`` on their response,
+HTTP/2 ones a GOAWAY at once (their open streams finish). The loop
 keeps running the apps until every exchange is over or 80% of
 ``graceful_timeout`` has passed; then the runtimes are shut down (what is
 left is cut) and ``__rsgi_del__(loop)`` runs.
@@ -31,6 +35,7 @@ from supervise import _native
 from supervise.http.rsgi_call import make_handler
 from supervise.workers.base import APP_LOAD_ERROR, WORKER_BOOT_ERROR
 from supervise.workers.evloop import SHUTDOWN_SHARE, LoopWorker, cancel_remaining
+from supervise.workers.rsgi_tls import native_tls
 
 
 def prefer_batches() -> None:
@@ -41,16 +46,37 @@ def prefer_batches() -> None:
             os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
 
 
+def http_options(cfg: Any) -> dict[str, Any]:
+    """``--http`` and the HTTP/2 settings, as ``RsgiServer`` takes them."""
+    return {
+        "http": cfg.http,
+        "http2_max_concurrent_streams": cfg.http2_max_concurrent_streams,
+        "http2_initial_stream_window_size": cfg.http2_initial_stream_window_size,
+        "http2_initial_connection_window_size": cfg.http2_initial_connection_window_size,
+        "http2_max_frame_size": cfg.http2_max_frame_size,
+        "http2_max_headers_size": cfg.http2_max_headers_size,
+        "http2_max_send_buffer_size": cfg.http2_max_send_buffer_size,
+        "http2_keep_alive_interval": float(cfg.http2_keep_alive_interval or 0),
+        "http2_keep_alive_timeout": float(cfg.http2_keep_alive_timeout),
+    }
+
+
 class RsgiWorker(LoopWorker):
-    """Serves RSGI apps over HTTP/1.1 with the native (tokio + hyper) server."""
+    """Serves RSGI apps over HTTP/1.1 and HTTP/2, in clear or over TLS (rustls),
+    with the native (tokio + hyper) server."""
 
     interface = "rsgi"
 
     def create_tls(self) -> Any:
-        if self.cfg.is_ssl:
-            self.log.error("TLS for -k rsgi is not available yet")
-            raise SystemExit(WORKER_BOOT_ERROR)
-        return None
+        """rustls from the TLS settings (never an ``ssl.SSLContext``), checked before
+        the worker is ready: a bad certificate is one line and a boot error."""
+        if not self.cfg.is_ssl:
+            return None
+        try:
+            return native_tls(self.cfg)
+        except ValueError as exc:
+            self.log.error("%s", exc)
+            raise SystemExit(WORKER_BOOT_ERROR) from None
 
     def startup(self) -> None:
         cfg = self.cfg
@@ -81,6 +107,8 @@ class RsgiWorker(LoopWorker):
                 limit_request_body=cfg.limit_request_body,
                 date_header=cfg.date_header,
                 server_header="supervise" if cfg.server_header else None,
+                tls=self.ssl_context,
+                **http_options(cfg),
             )
         except OSError as exc:
             self.log.error("%s", exc)

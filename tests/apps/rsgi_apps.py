@@ -151,6 +151,7 @@ async def raises_after_start(scope, proto):
 
 
 async def sleep(scope, proto):
+    mark("sleeping", "yes")
     await asyncio.sleep(float(params(scope).get("s", "1")))
     proto.response_str(200, [], "slept")
 
@@ -208,3 +209,11 @@ app = App()
 async def plain(scope, proto):
     """A bare coroutine function is an RSGI app too."""
     proto.response_str(200, [("content-type", "text/plain")], f"plain {scope.method}")
+
+
+async def read_then_hello(scope, proto):
+    """Reads the whole request body, then answers 13 bytes: h2spec's app (its
+    flow-control cases need a body to send, and a stream still open while
+    they send their frames)."""
+    await proto()
+    proto.response_str(200, [("content-type", "text/plain")], "Hello, world!")

@@ -17,6 +17,7 @@ mod headers;
 mod protocol;
 pub mod scope;
 mod server;
+mod tls;
 mod transport;
 
 use pyo3::prelude::*;
@@ -32,6 +33,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         py.get_type::<errors::RSGIProtocolClosed>(),
     )?;
     m.add_class::<server::RsgiServer>()?;
+    m.add_class::<tls::RsgiTls>()?;
     m.add_class::<scope::Scope>()?;
     m.add_class::<headers::Headers>()?;
     m.add_class::<protocol::HTTPProtocol>()?;

@@ -16,7 +16,8 @@ use super::bridge::{Bridge, BridgeDispatch, Event, Outcome};
 use super::errors::{RSGIProtocolClosed, RSGIProtocolError};
 use super::protocol::HTTPProtocol;
 use super::scope::Scope;
-use crate::server::{RuntimeMode, Server, ServerConfig};
+use super::tls::RsgiTls;
+use crate::server::{Http2Config, HttpMode, RuntimeMode, Server, ServerConfig};
 
 /// What the Python objects of every request share.
 pub struct LoopCtx {
@@ -54,7 +55,11 @@ impl RsgiServer {
     #[pyo3(signature = (*, handler, event_loop, fds, threads = 1, mode = "st", header_timeout = 10.0,
         keepalive = 2.0, limit_request_line = 4094, limit_request_fields = 100,
         limit_request_field_size = 8190, limit_request_body = 0, date_header = true,
-        server_header = None, scheme = "http"))]
+        server_header = None, http = "auto", http2_max_concurrent_streams = 200,
+        http2_initial_stream_window_size = 1048576, http2_initial_connection_window_size = 1048576,
+        http2_max_frame_size = 16384, http2_max_headers_size = 65536,
+        http2_max_send_buffer_size = 409600, http2_keep_alive_interval = 0.0,
+        http2_keep_alive_timeout = 20.0, tls = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -71,8 +76,27 @@ impl RsgiServer {
         limit_request_body: u64,
         date_header: bool,
         server_header: Option<&str>,
-        scheme: &str,
+        http: &str,
+        http2_max_concurrent_streams: u32,
+        http2_initial_stream_window_size: u32,
+        http2_initial_connection_window_size: u32,
+        http2_max_frame_size: u32,
+        http2_max_headers_size: u32,
+        http2_max_send_buffer_size: usize,
+        http2_keep_alive_interval: f64,
+        http2_keep_alive_timeout: f64,
+        tls: Option<PyRef<'_, RsgiTls>>,
     ) -> PyResult<Self> {
+        let http = match http {
+            "auto" => HttpMode::Auto,
+            "1" => HttpMode::H1,
+            "2" => HttpMode::H2,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "unknown http mode {other:?}"
+                )))
+            }
+        };
         let mode = match mode {
             "st" => RuntimeMode::St,
             "mt" => RuntimeMode::Mt,
@@ -97,7 +121,20 @@ impl RsgiServer {
             limit_request_body,
             date_header,
             server_header,
-            scheme: if scheme == "https" { "https" } else { "http" },
+            scheme: if tls.is_some() { "https" } else { "http" },
+            http,
+            http2: Http2Config {
+                max_concurrent_streams: http2_max_concurrent_streams,
+                initial_stream_window_size: http2_initial_stream_window_size,
+                initial_connection_window_size: http2_initial_connection_window_size,
+                max_frame_size: http2_max_frame_size,
+                max_header_list_size: http2_max_headers_size,
+                max_send_buffer_size: http2_max_send_buffer_size,
+                keep_alive_interval: seconds(http2_keep_alive_interval),
+                keep_alive_timeout: seconds(http2_keep_alive_timeout)
+                    .unwrap_or(Duration::from_secs(20)),
+            },
+            tls: tls.map(|t| t.config.clone()),
         };
         let bridge = Arc::new(Bridge::new().map_err(|e| PyOSError::new_err(e.to_string()))?);
         let server = py

@@ -1,5 +1,6 @@
 //! What the server needs from the worker's settings, in Rust types.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::header::HeaderValue;
@@ -11,6 +12,45 @@ use hyper::header::HeaderValue;
 pub enum RuntimeMode {
     St,
     Mt,
+}
+
+/// `--http`: which protocols a connection may speak. `Auto` takes HTTP/2
+/// when ALPN says h2 or, without ALPN, when the client opens with the HTTP/2
+/// preface (h2c with prior knowledge); HTTP/1.1 otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpMode {
+    Auto,
+    H1,
+    H2,
+}
+
+/// The HTTP/2 settings the worker exposes (the rest are hyper's defaults).
+#[derive(Debug, Clone)]
+pub struct Http2Config {
+    pub max_concurrent_streams: u32,
+    pub initial_stream_window_size: u32,
+    pub initial_connection_window_size: u32,
+    pub max_frame_size: u32,
+    pub max_header_list_size: u32,
+    pub max_send_buffer_size: usize,
+    /// `None`: no keep-alive pings.
+    pub keep_alive_interval: Option<Duration>,
+    pub keep_alive_timeout: Duration,
+}
+
+impl Default for Http2Config {
+    fn default() -> Self {
+        Http2Config {
+            max_concurrent_streams: 200,
+            initial_stream_window_size: 1 << 20,
+            initial_connection_window_size: 1 << 20,
+            max_frame_size: 16384,
+            max_header_list_size: 64 * 1024,
+            max_send_buffer_size: 400 * 1024,
+            keep_alive_interval: None,
+            keep_alive_timeout: Duration::from_secs(20),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -28,4 +68,8 @@ pub struct ServerConfig {
     pub date_header: bool,
     pub server_header: Option<HeaderValue>,
     pub scheme: &'static str,
+    pub http: HttpMode,
+    pub http2: Http2Config,
+    /// Set: every listener speaks TLS (the ALPN list is set by `Server::start`).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }

@@ -1,6 +1,7 @@
-//! One connection: hyper's HTTP/1.1 state machine, plus what hyper does not
-//! do itself: the keep-alive idle timeout (hyper only has a header-read
-//! timeout) and the graceful stop.
+//! One connection: hyper's HTTP/1.1 or HTTP/2 state machine (chosen by ALPN,
+//! `--http`, or the client's first bytes: sniff.rs), plus what hyper does not
+//! do itself: the idle timeout (hyper only has a header-read timeout, on
+//! HTTP/1.1) and the graceful stop.
 
 use std::io;
 use std::pin::Pin;
@@ -8,15 +9,18 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use hyper::server::conn::http1;
+use bytes::Bytes;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::watch;
 
+use super::config::{HttpMode, ServerConfig};
 use super::exchange::ConnInfo;
 use super::runtime::Shared;
 use super::service;
+use super::sniff::{sniff, Prefixed};
 
 /// On a graceful stop, how long a kept-alive connection must be quiet before
 /// it is closed (IDLE_GRACE_ON_STOP of the Python workers).
@@ -25,10 +29,57 @@ const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
 const MIN_BUF: usize = 8192;
 /// What one connection may make us buffer for a head, whatever the limits say.
 const MAX_HEAD: usize = 1024 * 1024;
+/// HTTP/2 rapid reset (CVE-2023-44487): streams the client may open and
+/// reset before we accept them; past it the connection gets GOAWAY.
+const MAX_PENDING_ACCEPT_RESETS: usize = 20;
+/// Streams we may reset for the client's protocol errors before GOAWAY.
+const MAX_LOCAL_ERROR_RESETS: usize = 1024;
 
-pub fn builder(shared: &Shared) -> http1::Builder {
-    let cfg = &shared.config;
-    let mut b = http1::Builder::new();
+/// Which protocol a connection speaks, as far as we know before reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proto {
+    /// Read the first bytes: the HTTP/2 preface means HTTP/2, anything else
+    /// HTTP/1.1 (sniff.rs).
+    Sniff,
+    H1,
+    H2,
+}
+
+impl Proto {
+    /// `h2`: what ALPN settled (`None` on cleartext or when the client offered nothing).
+    pub fn pick(mode: HttpMode, h2: Option<bool>) -> Proto {
+        match (mode, h2) {
+            (HttpMode::H1, _) => Proto::H1,
+            (HttpMode::H2, _) => Proto::H2,
+            (HttpMode::Auto, Some(true)) => Proto::H2,
+            (HttpMode::Auto, Some(false)) => Proto::H1,
+            (HttpMode::Auto, None) => Proto::Sniff,
+        }
+    }
+}
+
+type Builder = auto::Builder<TokioExecutor>;
+
+/// The HTTP/1.1 and the HTTP/2 builder, made once per server. hyper-util's
+/// (one connection type for both), never left to guess the version itself.
+pub struct Builders {
+    h1: Builder,
+    h2: Builder,
+}
+
+impl Builders {
+    pub fn new(cfg: &ServerConfig) -> Builders {
+        let mut b = Builder::new(TokioExecutor::new());
+        http1_settings(&mut b.http1(), cfg);
+        http2_settings(&mut b.http2(), cfg);
+        Builders {
+            h1: b.clone().http1_only(),
+            h2: b.http2_only(),
+        }
+    }
+}
+
+fn http1_settings(b: &mut auto::Http1Builder<'_, TokioExecutor>, cfg: &ServerConfig) {
     b.timer(TokioTimer::new())
         .keep_alive(cfg.keepalive.is_some())
         .header_read_timeout(cfg.header_timeout)
@@ -56,7 +107,24 @@ pub fn builder(shared: &Shared) -> http1::Builder {
         cfg.limit_request_line
     };
     b.max_buf_size((line + 2 + fields * field).clamp(MIN_BUF, MAX_HEAD));
-    b
+}
+
+fn http2_settings(b: &mut auto::Http2Builder<'_, TokioExecutor>, cfg: &ServerConfig) {
+    let h2 = &cfg.http2;
+    b.timer(TokioTimer::new())
+        .auto_date_header(cfg.date_header)
+        .max_concurrent_streams(h2.max_concurrent_streams)
+        .initial_stream_window_size(h2.initial_stream_window_size)
+        .initial_connection_window_size(h2.initial_connection_window_size)
+        .max_frame_size(h2.max_frame_size)
+        // Also the CONTINUATION-flood bound: h2 stops buffering a header
+        // block past it.
+        .max_header_list_size(h2.max_header_list_size)
+        .max_send_buf_size(h2.max_send_buffer_size)
+        .keep_alive_interval(h2.keep_alive_interval)
+        .keep_alive_timeout(h2.keep_alive_timeout)
+        .max_pending_accept_reset_streams(MAX_PENDING_ACCEPT_RESETS)
+        .max_local_error_reset_streams(MAX_LOCAL_ERROR_RESETS);
 }
 
 pub async fn serve<T>(
@@ -64,52 +132,86 @@ pub async fn serve<T>(
     conn: ConnInfo,
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
+    proto: Proto,
 ) where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let conn = Arc::new(conn);
-    let io = TokioIo::new(Counted {
+    let mut stream = Counted {
         inner: stream,
         conn: conn.clone(),
-    });
+    };
+    let (h2, prefix) = match proto {
+        Proto::H1 => (false, Bytes::new()),
+        Proto::H2 => (true, Bytes::new()),
+        Proto::Sniff => {
+            let limit = shared.config.header_timeout.or(shared.config.keepalive);
+            match sniff(&mut stream, &mut stop, limit, STOP_GRACE).await {
+                Some(found) => found,
+                None => return,
+            }
+        }
+    };
+    if h2 {
+        conn.set_h2();
+    }
+    let io = TokioIo::new(Prefixed::new(prefix, stream));
     let service = {
         let shared = shared.clone();
         let conn = conn.clone();
         service_fn(move |req| service::handle(req, shared.clone(), conn.clone()))
     };
-    let connection = shared.http1.serve_connection(io, service);
+    let builder = if h2 { &shared.http.h2 } else { &shared.http.h1 };
+    let connection = builder.serve_connection(io, service);
     tokio::pin!(connection);
-    let mut tick = shared.config.keepalive.map(|k| k / 2);
+    // HTTP/1.1 idles after `keepalive`; HTTP/2 too, and without keep-alive
+    // after `header_timeout` (its requests share the connection, so closing
+    // after each one, as HTTP/1.1 does then, would make no sense).
+    let idle = if h2 {
+        shared.config.keepalive.or(shared.config.header_timeout)
+    } else {
+        shared.config.keepalive
+    };
     let mut idle_ticks = 0u32;
-    let mut seen = conn.read_bytes.load(Ordering::Relaxed);
+    let mut seen = conn.activity();
     let mut stopping = *stop.borrow();
-    if stopping {
-        tick = Some(STOP_GRACE / 2);
-    }
+    let mut closing = false;
     loop {
+        let tick = if closing {
+            None
+        } else if stopping {
+            Some(STOP_GRACE / 2)
+        } else {
+            idle.map(|k| k / 2)
+        };
         tokio::select! {
             _ = connection.as_mut() => break,
             _ = stop.changed(), if !stopping => {
-                // Not graceful_shutdown() at once: a kept-alive connection that
+                stopping = true;
+                idle_ticks = 0;
+                if h2 && !closing {
+                    // GOAWAY at once: open streams finish, and h2's two-step
+                    // GOAWAY still serves the ones already on their way.
+                    connection.as_mut().graceful_shutdown();
+                    closing = true;
+                }
+                // HTTP/1.1: not at once, since a kept-alive connection that
                 // looks idle may be carrying the client's next request already.
                 // Busy connections end with their response (service.rs adds
                 // `Connection: close`); idle ones after STOP_GRACE of quiet.
-                stopping = true;
-                tick = Some(STOP_GRACE / 2);
-                idle_ticks = 0;
             }
             _ = sleep_or_never(tick) => {
-                let read = conn.read_bytes.load(Ordering::Relaxed);
-                if conn.busy.load(Ordering::Relaxed) == 0 && read == seen {
+                let now = conn.activity();
+                if conn.busy.load(Ordering::Relaxed) == 0 && now == seen {
                     idle_ticks += 1;
                 } else {
                     idle_ticks = 0;
                 }
-                seen = read;
+                seen = now;
                 // Two quiet ticks of half the timeout: idle for 1 to 1.5 times it.
                 if idle_ticks >= 2 {
                     connection.as_mut().graceful_shutdown();
-                    tick = None;
+                    closing = true;
                 }
             }
         }

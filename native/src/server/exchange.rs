@@ -19,6 +19,10 @@ pub struct ConnInfo {
     /// together they tell the keep-alive watchdog whether the connection idles.
     pub(crate) busy: std::sync::atomic::AtomicUsize,
     pub(crate) read_bytes: std::sync::atomic::AtomicU64,
+    /// Requests begun; what counts as activity on HTTP/2, where the client's
+    /// pings and window updates must not keep an idle connection open.
+    requests: std::sync::atomic::AtomicU64,
+    h2: AtomicBool,
 }
 
 impl ConnInfo {
@@ -29,6 +33,31 @@ impl ConnInfo {
             scheme,
             busy: Default::default(),
             read_bytes: Default::default(),
+            requests: Default::default(),
+            h2: AtomicBool::new(false),
+        }
+    }
+
+    /// Every request passes here first.
+    pub(crate) fn saw_request(&self) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Known before the first request is read (ALPN, `--http`, or the preface).
+    pub(crate) fn set_h2(&self) {
+        self.h2.store(true, Ordering::Relaxed);
+    }
+
+    pub(crate) fn is_h2(&self) -> bool {
+        self.h2.load(Ordering::Relaxed)
+    }
+
+    /// Changes while the client is doing something.
+    pub(crate) fn activity(&self) -> u64 {
+        if self.is_h2() {
+            self.requests.load(Ordering::Relaxed)
+        } else {
+            self.read_bytes.load(Ordering::Relaxed)
         }
     }
 }

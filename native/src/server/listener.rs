@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::connection;
+use super::connection::{self, Proto};
 use super::exchange::ConnInfo;
 use super::runtime::{Held, Shared};
+use super::tls;
 
 #[derive(Debug, Clone, Copy)]
 pub struct ListenFd {
@@ -102,7 +103,8 @@ async fn pause(err: &io::Error) {
     }
 }
 
-/// One connection, counted (by `open`) from its accept until it ends.
+/// One connection, counted (by `open`) from its accept until it ends, its
+/// TLS handshake included.
 async fn run<T>(
     stream: T,
     info: ConnInfo,
@@ -112,6 +114,16 @@ async fn run<T>(
 ) where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    connection::serve(stream, info, shared, stop).await;
+    let mode = shared.config.http;
+    match shared.tls.clone() {
+        None => connection::serve(stream, info, shared, stop, Proto::pick(mode, None)).await,
+        Some(acceptor) => {
+            if let Some(tls) = tls::handshake(acceptor, stream, shared.config.header_timeout).await
+            {
+                let proto = Proto::pick(mode, tls::negotiated_h2(&tls));
+                connection::serve(tls, info, shared, stop, proto).await;
+            }
+        }
+    }
     drop(open);
 }

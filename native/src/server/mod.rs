@@ -1,7 +1,8 @@
 //! The native HTTP server of the rsgi worker: tokio + hyper 1 on the listeners
 //! the worker inherited. It knows nothing of Python: every request becomes an
 //! `Exchange` handed to a `Dispatch` (the RSGI bridge implements it), and the
-//! answer comes back as a `Reply` through a oneshot channel.
+//! answer comes back as a `Reply` through a oneshot channel. HTTP/1.1 and
+//! HTTP/2, over TCP or unix sockets, in clear or over TLS (rustls).
 
 mod body;
 mod config;
@@ -11,9 +12,12 @@ mod listener;
 mod runtime;
 mod sched;
 mod service;
+mod sniff;
 mod strict;
+mod tls;
 
 pub use body::ResponseBody;
-pub use config::{RuntimeMode, ServerConfig};
+pub use config::{Http2Config, HttpMode, RuntimeMode, ServerConfig};
 pub use exchange::{ConnInfo, Dispatch, Exchange, Reply, ReplySlot, Tracker};
 pub use runtime::Server;
+pub use tls::{load as load_tls, ClientAuth, TlsFiles};

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use hyper::server::conn::http1;
 use tokio::sync::watch;
 
 use super::config::{RuntimeMode, ServerConfig};
@@ -68,7 +67,9 @@ impl Drop for Held {
 
 pub struct Shared {
     pub config: ServerConfig,
-    pub http1: http1::Builder,
+    pub http: super::connection::Builders,
+    /// Set when the listeners speak TLS.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
     pub dispatch: Box<dyn Dispatch>,
     pub counters: Arc<Counters>,
     /// Set on a graceful stop: every response not yet sent says `Connection: close`.
@@ -88,15 +89,18 @@ impl Server {
         fds: Vec<(i32, bool)>,
         dispatch: Box<dyn Dispatch>,
     ) -> io::Result<Server> {
-        let mut shared = Shared {
-            http1: http1::Builder::new(),
+        let tls = config
+            .tls
+            .as_ref()
+            .map(|t| tokio_rustls::TlsAcceptor::from(super::tls::with_alpn(t, config.http)));
+        let shared = Arc::new(Shared {
+            http: super::connection::Builders::new(&config),
+            tls,
             config,
             dispatch,
             counters: Arc::default(),
             stopping: Default::default(),
-        };
-        shared.http1 = super::connection::builder(&shared);
-        let shared = Arc::new(shared);
+        });
         let fds: Vec<ListenFd> = fds
             .into_iter()
             .map(|(fd, unix)| ListenFd { fd, unix })

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, SERVER};
-use hyper::{HeaderMap, Request, Response, StatusCode};
+use hyper::{HeaderMap, Request, Response, StatusCode, Version};
 use tokio::io::{AsyncSeekExt, SeekFrom};
 use tokio::sync::oneshot;
 
@@ -20,9 +20,12 @@ pub async fn handle(
     shared: Arc<Shared>,
     conn: Arc<ConnInfo>,
 ) -> Result<Response<ResponseBody>, Infallible> {
-    let (head, body) = req.into_parts();
-    if let Err(r) = strict::check(&head, &shared.config) {
-        return Ok(plain(r.status, r.reason, true));
+    let (mut head, body) = req.into_parts();
+    conn.saw_request();
+    // HTTP/2 has no `Connection` field: a stream ends alone.
+    let h1 = head.version < Version::HTTP_2;
+    if let Err(r) = strict::check(&mut head, &shared.config) {
+        return Ok(plain(r.status, r.reason, h1));
     }
     let (tx, rx) = oneshot::channel();
     let tracker = Arc::new(Tracker::default());
@@ -44,11 +47,11 @@ pub async fn handle(
         Err(_) => plain(
             StatusCode::INTERNAL_SERVER_ERROR,
             "Internal Server Error",
-            true,
+            h1,
         ),
     };
     let mut response = with_server(response, &shared.config.server_header);
-    if shared.stopping.load(std::sync::atomic::Ordering::Acquire) {
+    if h1 && shared.stopping.load(std::sync::atomic::Ordering::Acquire) {
         // hyper closes the connection after a response that says so.
         response
             .headers_mut()
