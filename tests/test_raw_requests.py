@@ -22,42 +22,6 @@ HTTP_WORKERS = WSGI_WORKERS + worker_params("asgi") + worker_params("rsgi")
 ECHO_APPS = {"wsgi": "app", "asgi": "asgi_app", "rsgi": "rsgi_app"}
 READ_TIMEOUT = 5.0
 
-# Cases where -k rsgi is still more lenient than the other workers: hyper
-# parses first and normalises what `h1` would refuse (native/src/server/
-# strict.rs says what it cannot see). None of them gets a smuggled request
-# answered. Each is a strict expected failure: one that starts passing must
-# leave this table. The next part feeds `h1` the raw bytes and empties it.
-RSGI_LENIENT = {
-    "cl-twice-same": "hyper merges identical Content-Length fields",
-    "bare-lf-in-field": "httparse accepts bare LF line ends",
-    "bare-lf-request-line": "httparse accepts bare LF line ends",
-    "bare-lf-end": "httparse accepts bare LF line ends",
-    "bare-lf-only": "httparse accepts bare LF line ends",
-    "bare-lf-field": "httparse accepts bare LF line ends",
-    "http-2.0": "hyper answers an unknown version 400, not 505",
-    "http-1.2": "hyper answers an unknown version 400, not 505",
-    "cl-te": "hyper drops Content-Length next to chunked, serves, then closes",
-    "te-cl": "hyper drops Content-Length next to chunked, serves, then closes",
-    b"5 \r\nhello\r\n0\r\n\r\n": "hyper's chunk-size parser allows trailing whitespace",
-    b"5;\r\nhello\r\n0\r\n\r\n": "hyper accepts an empty chunk extension",
-    b'5;a="open\r\nhello\r\n0\r\n\r\n': "hyper does not parse chunk extensions",
-    "endless-line": "hyper answers 431 when its head buffer fills, not 414",
-}
-
-
-@contextlib.contextmanager
-def lenient_on_rsgi(server: Server, case: str | bytes) -> Iterator[None]:
-    """Run the assertions; on rsgi a known lenient case must fail them (strict xfail)."""
-    reason = RSGI_LENIENT.get(case) if getattr(server, "interface", "") == "rsgi" else None
-    if reason is None:
-        yield
-        return
-    try:
-        yield
-    except AssertionError:
-        pytest.xfail(reason)
-    pytest.fail(f"{case!r} now passes on rsgi: remove it from RSGI_LENIENT")
-
 
 Response = tuple[int, dict[str, str], bytes]
 
@@ -141,8 +105,7 @@ def test_invalid_request_refused_and_closed(
 ) -> None:
     data, closed = exchange(echo_server, raw + b"body", half_close=False)
     responses = split_responses(data)
-    with lenient_on_rsgi(echo_server, name):
-        assert [r[0] for r in responses] == [status], data[:200]
+    assert [r[0] for r in responses] == [status], data[:200]
     assert closed, "the connection must be closed after a refused request"
     assert responses[0][1].get("connection") == "close"
 
@@ -153,8 +116,7 @@ def test_invalid_chunked_body_refused_and_closed(
 ) -> None:
     head = b"POST /upload HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
     data, closed = exchange(echo_server, head + raw, half_close=False)
-    with lenient_on_rsgi(echo_server, raw):
-        assert [r[0] for r in split_responses(data)] == [status], data[:200]
+    assert [r[0] for r in split_responses(data)] == [status], data[:200]
     assert closed
 
 
@@ -236,8 +198,7 @@ def test_smuggled_request_never_answered(echo_server: Server, name: str, raw: by
     responses = split_responses(data)
     assert len(responses) == 1, data[:400]
     assert b"/smuggled" not in data
-    with lenient_on_rsgi(echo_server, name):
-        assert responses[0][0] == 400
+    assert responses[0][0] == 400
     assert closed
 
 
@@ -267,8 +228,7 @@ def test_endless_head_is_cut_off(
         with contextlib.suppress(ConnectionResetError):
             while chunk := sock.recv(65536):
                 data += chunk
-    with lenient_on_rsgi(echo_server, "endless-line" if start == b"GET /" else ""):
-        assert data.startswith(b"HTTP/1.1 %d " % status), data[:100]
+    assert data.startswith(b"HTTP/1.1 %d " % status), data[:100]
 
 
 def test_server_still_healthy_after_abuse(echo_server: Server) -> None:

@@ -68,4 +68,6 @@ async def rsgi_app(scope, proto) -> None:
         "body_len": len(body),
     }
     data = json.dumps(payload)
-    proto.response_str(200, [("content-type", "application/json")], data)
+    # Also in a header: a 2xx answer to CONNECT opens a tunnel and carries no
+    # content (RFC 9110 9.3.6), so hyper sends the head alone.
+    proto.response_str(200, [("content-type", "application/json"), ("x-echo", data)], data)

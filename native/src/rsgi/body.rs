@@ -13,9 +13,10 @@ use hyper::{HeaderMap, StatusCode};
 
 use super::bridge::Outcome;
 use crate::h1::chunked::FORBIDDEN_TRAILERS;
-use crate::server::{Reply, ReplySlot};
+use crate::server::{ConnInfo, Reply, ReplySlot};
 
 pub struct BodyStream {
+    conn: Arc<ConnInfo>,
     body: tokio::sync::Mutex<Option<Incoming>>,
     seen: std::sync::atomic::AtomicU64,
     limit: u64,
@@ -27,8 +28,9 @@ const INVALID: &str = "invalid request body";
 const CUT: &str = "the client closed the connection while sending the body";
 
 impl BodyStream {
-    pub fn new(body: Incoming, limit: u64, reply: ReplySlot) -> Arc<Self> {
+    pub fn new(body: Incoming, limit: u64, reply: ReplySlot, conn: Arc<ConnInfo>) -> Arc<Self> {
         Arc::new(BodyStream {
+            conn,
             body: tokio::sync::Mutex::new(Some(body)),
             seen: Default::default(),
             limit,
@@ -62,7 +64,7 @@ impl BodyStream {
                 }
                 Some(Err(e)) => {
                     *guard = None;
-                    if malformed(&e) {
+                    if malformed(&e) || self.conn.body_refused() {
                         // A malformed chunked body: the client gets 400 (unless
                         // the app answered already) and the app an error.
                         self.reply

@@ -43,6 +43,7 @@ enum Finish {
 #[pyclass(module = "supervise._native", frozen)]
 pub struct HTTPProtocol {
     ctx: Arc<LoopCtx>,
+    conn: Arc<crate::server::ConnInfo>,
     runtime: tokio::runtime::Handle,
     reply: ReplySlot,
     tracker: Arc<Tracker>,
@@ -64,6 +65,7 @@ impl HTTPProtocol {
     ) {
         let proto = HTTPProtocol {
             ctx,
+            conn: ex.conn.clone(),
             runtime: ex.runtime,
             reply: ex.reply,
             tracker: ex.tracker,
@@ -131,7 +133,8 @@ impl HTTPProtocol {
                 .ctx
                 .ready(py, PyBytes::new(py, b"").into_any().unbind()),
             BodyState::Unread(body) => {
-                let stream = BodyStream::new(body, self.limit_body, self.reply.clone());
+                let stream =
+                    BodyStream::new(body, self.limit_body, self.reply.clone(), self.conn.clone());
                 self.spawn_read(py, async move { stream.read_all().await })
             }
             _ => Err(RSGIProtocolError::new_err(
@@ -159,7 +162,12 @@ impl HTTPProtocol {
                     else {
                         unreachable!()
                     };
-                    let s = BodyStream::new(body, self.limit_body, self.reply.clone());
+                    let s = BodyStream::new(
+                        body,
+                        self.limit_body,
+                        self.reply.clone(),
+                        self.conn.clone(),
+                    );
                     *state = BodyState::Streaming(s.clone());
                     s
                 }

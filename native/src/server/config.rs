@@ -73,3 +73,14 @@ pub struct ServerConfig {
     /// Set: every listener speaks TLS (the ALPN list is set by `Server::start`).
     pub tls: Option<Arc<rustls::ServerConfig>>,
 }
+
+impl ServerConfig {
+    /// The `h1` parser's limits from the settings.
+    pub fn limits(&self) -> crate::h1::Limits {
+        crate::h1::Limits {
+            request_line: self.limit_request_line,
+            fields: self.limit_request_fields,
+            field_size: self.limit_request_field_size,
+        }
+    }
+}

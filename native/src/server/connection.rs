@@ -21,6 +21,7 @@ use super::exchange::ConnInfo;
 use super::runtime::Shared;
 use super::service;
 use super::sniff::{sniff, Prefixed};
+use super::strict_io::StrictIo;
 
 /// On a graceful stop, how long a kept-alive connection must be quiet before
 /// it is closed (IDLE_GRACE_ON_STOP of the Python workers).
@@ -155,7 +156,14 @@ pub async fn serve<T>(
     if h2 {
         conn.set_h2();
     }
-    let io = TokioIo::new(Prefixed::new(prefix, stream));
+    // HTTP/1.1 bytes reach hyper only once `h1` has checked them (strict_io.rs).
+    let io = TokioIo::new(StrictIo::new(
+        Prefixed::new(prefix, stream),
+        conn.clone(),
+        shared.config.limits(),
+        shared.config.header_timeout,
+        !h2,
+    ));
     let service = {
         let shared = shared.clone();
         let conn = conn.clone();

@@ -23,6 +23,9 @@ pub struct ConnInfo {
     /// pings and window updates must not keep an idle connection open.
     requests: std::sync::atomic::AtomicU64,
     h2: AtomicBool,
+    /// strict_io.rs cut a chunked body `h1` refused: hyper sees the stream end
+    /// inside it, and the body reader must answer 400, not "client gone".
+    body_refused: AtomicBool,
 }
 
 impl ConnInfo {
@@ -35,6 +38,7 @@ impl ConnInfo {
             read_bytes: Default::default(),
             requests: Default::default(),
             h2: AtomicBool::new(false),
+            body_refused: AtomicBool::new(false),
         }
     }
 
@@ -46,6 +50,14 @@ impl ConnInfo {
     /// Known before the first request is read (ALPN, `--http`, or the preface).
     pub(crate) fn set_h2(&self) {
         self.h2.store(true, Ordering::Relaxed);
+    }
+
+    pub(crate) fn refuse_body(&self) {
+        self.body_refused.store(true, Ordering::Release);
+    }
+
+    pub fn body_refused(&self) -> bool {
+        self.body_refused.load(Ordering::Acquire)
     }
 
     pub(crate) fn is_h2(&self) -> bool {

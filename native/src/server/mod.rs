@@ -14,6 +14,7 @@ mod sched;
 mod service;
 mod sniff;
 mod strict;
+mod strict_io;
 mod tls;
 
 pub use body::ResponseBody;

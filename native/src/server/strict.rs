@@ -1,72 +1,25 @@
-//! DESIGN.md's parser rules for requests hyper already parsed: the head is
-//! written back out (request line + fields) and parsed again by `h1`, the
-//! parser every Python worker uses, so -k rsgi refuses what they refuse with
-//! the same status (400/414/431/501/505), limits included.
+//! DESIGN.md's parser rules for requests hyper parsed. HTTP/1.1 heads were
+//! checked by `h1` on the raw bytes before hyper read them (strict_io.rs),
+//! with every rule and limit of the Python workers; what is left here for
+//! them is the body limit (413 from Content-Length, before the app runs).
 //!
-//! What this cannot see, because hyper normalised it before we get the head
-//! (hyper is more lenient than `h1` there; the next part feeds `h1` the raw
-//! bytes instead):
-//! - bare LF line ends (httparse accepts them);
-//! - Content-Length together with Transfer-Encoding: hyper drops the length
-//!   and frames by the chunked coding (no smuggling through us, but a 200
-//!   where `h1` answers 400);
-//! - repeated identical Content-Length fields, merged by hyper;
-//! - the exact bytes of a field (optional whitespace trimmed, names lower-cased),
-//!   so `limit_request_field_size` counts `name: value` + CRLF.
-//!
-//! HTTP/2 heads are not written out: h2 already refuses what RFC 9113 calls
+//! HTTP/2 heads: h2 already refuses what RFC 9113 calls
 //! malformed (pseudo-header order and values, upper-case names,
 //! connection-specific fields, `te` other than `trailers`, a
 //! Content-Length that disagrees with the DATA frames) with a stream reset.
 //! `check_h2` adds the same limits as `h1` (414, 431, 413), a 400 for a Host
 //! that contradicts `:authority` (RFC 9113 8.3.1), and joins split `cookie`
 //! fields into one, as RFC 9113 8.2.3 asks before handing a request on.
-//!
-//! Cost: one small buffer and one `h1` parse per request (about a microsecond
-//! for a typical head), paid on the tokio thread, not the loop's.
 
 use hyper::header::{HeaderValue, CONTENT_LENGTH, COOKIE, HOST};
 use hyper::http::request::Parts;
 use hyper::{StatusCode, Version};
 
 use super::config::ServerConfig;
-use crate::h1::{parse_request, Limits};
 
 pub struct Reject {
     pub status: StatusCode,
     pub reason: &'static str,
-}
-
-fn version(v: Version) -> &'static [u8] {
-    match v {
-        Version::HTTP_10 => b"HTTP/1.0",
-        Version::HTTP_09 => b"HTTP/0.9",
-        _ => b"HTTP/1.1",
-    }
-}
-
-/// The head as it would have been sent, for `h1`.
-fn rewrite(head: &Parts, buf: &mut Vec<u8>) {
-    buf.extend_from_slice(head.method.as_str().as_bytes());
-    buf.push(b' ');
-    match head.uri.path_and_query() {
-        Some(pq) if head.uri.scheme().is_none() => buf.extend_from_slice(pq.as_str().as_bytes()),
-        _ if head.uri.scheme().is_none() && head.uri.authority().is_some() => {
-            // authority-form (CONNECT)
-            buf.extend_from_slice(head.uri.authority().map_or("", |a| a.as_str()).as_bytes())
-        }
-        _ => buf.extend_from_slice(head.uri.to_string().as_bytes()),
-    }
-    buf.push(b' ');
-    buf.extend_from_slice(version(head.version));
-    buf.extend_from_slice(b"\r\n");
-    for (name, value) in &head.headers {
-        buf.extend_from_slice(name.as_str().as_bytes());
-        buf.extend_from_slice(b": ");
-        buf.extend_from_slice(value.as_bytes());
-        buf.extend_from_slice(b"\r\n");
-    }
-    buf.extend_from_slice(b"\r\n");
 }
 
 pub fn check(head: &mut Parts, cfg: &ServerConfig) -> Result<(), Reject> {
@@ -154,24 +107,12 @@ fn join_cookies(headers: &mut hyper::HeaderMap) {
 }
 
 fn check_h1(head: &Parts, cfg: &ServerConfig) -> Result<(), Reject> {
-    let mut buf = Vec::with_capacity(256);
-    rewrite(head, &mut buf);
-    let limits = Limits {
-        request_line: cfg.limit_request_line,
-        fields: cfg.limit_request_fields,
-        field_size: cfg.limit_request_field_size,
-    };
-    let parsed = parse_request(&buf, &limits).map_err(|e| Reject {
-        status: StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST),
-        reason: e.reason,
-    })?;
-    let Some((req, _)) = parsed else {
-        return Err(Reject {
-            status: StatusCode::BAD_REQUEST,
-            reason: "Bad Request",
-        });
-    };
-    check_body_limit(req.content_length, cfg)
+    // `h1` accepted exactly one Content-Length (or none) on the raw head.
+    let length = head
+        .headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse().ok());
+    check_body_limit(length, cfg)
 }
 
 #[cfg(test)]

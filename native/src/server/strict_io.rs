@@ -1,0 +1,316 @@
+//! HTTP/1.1 bytes checked by `h1` before hyper reads them.
+//!
+//! hyper (httparse) is more lenient than the parser every Python worker uses:
+//! it accepts bare LF line ends, merges repeated Content-Length fields, drops
+//! a Content-Length next to chunked, and reads a few chunk-size forms `h1`
+//! refuses. Checking hyper's parsed heads afterwards (strict.rs) cannot see
+//! any of that, so this wrapper sits between the socket and hyper and lets
+//! through only what `h1` accepted: each request head is parsed by
+//! `h1::parse_request` on the raw bytes, and its body is followed by its
+//! framing (a length, or `h1`'s chunked decoder) to find the next head.
+//!
+//! A head `h1` refuses never reaches hyper: hyper sees the end of the stream
+//! after the requests before it, answers those (pipelining keeps its order),
+//! and when it shuts the connection down the refusal (400, 414, 431, 501,
+//! 505, with `Connection: close`) is written first. A head not complete
+//! within `header_timeout` of its first byte is answered 408 the same way.
+//! A chunked body `h1` refuses is cut where it goes wrong: hyper sees the
+//! stream end inside the body, the connection is marked so that the body
+//! reader answers 400 (unless the app answered already) and the app's read
+//! fails; no second request behind it is ever read.
+//!
+//! HTTP/2 connections (chosen before, by `--http`, ALPN or sniff.rs) and the
+//! bytes after an upgrade request (WebSocket, CONNECT) pass unchecked: they
+//! are not HTTP/1.1 messages.
+//!
+//! Cost: one copy of the bytes (socket to our buffer to hyper's) and one `h1`
+//! head parse per request, on the tokio thread.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{sleep, Sleep};
+
+use super::exchange::ConnInfo;
+use crate::h1::{parse_request, ChunkedDecoder, Limits, ParseError, RequestHead};
+
+const READ_SIZE: usize = 16 * 1024;
+const HEAD_TIMEOUT: ParseError =
+    ParseError::new(408, "request head not complete within header_timeout");
+
+/// Where the next unchecked byte belongs.
+enum Framing {
+    /// The start of a request head.
+    Head,
+    /// So many body bytes left.
+    Length(u64),
+    /// Inside a chunked body.
+    Chunked(Box<ChunkedDecoder>),
+    /// Not HTTP/1.1 (HTTP/2, or after an upgrade or CONNECT): no checks.
+    Opaque,
+    /// A head was refused: hyper reads the end of the stream; the answer is
+    /// written when hyper shuts the connection down.
+    Refused(ParseError),
+    /// A body was refused, or a response was owed and written: nothing more.
+    Ended,
+}
+
+pub struct StrictIo<T> {
+    inner: T,
+    conn: Arc<ConnInfo>,
+    limits: Limits,
+    header_timeout: Option<Duration>,
+    framing: Framing,
+    /// Bytes read from the socket: `buf[..checked]` may go to hyper.
+    buf: Vec<u8>,
+    checked: usize,
+    /// Set while part of a head is waiting: when it must be complete.
+    head_deadline: Option<Pin<Box<Sleep>>>,
+    /// The refusal being written at shutdown, and how much of it went out.
+    refusal: Option<(Vec<u8>, usize)>,
+}
+
+impl<T> StrictIo<T> {
+    /// `http1`: false for an HTTP/2 connection, whose bytes pass as they are.
+    pub fn new(
+        inner: T,
+        conn: Arc<ConnInfo>,
+        limits: Limits,
+        header_timeout: Option<Duration>,
+        http1: bool,
+    ) -> Self {
+        StrictIo {
+            inner,
+            conn,
+            limits,
+            header_timeout,
+            framing: if http1 {
+                Framing::Head
+            } else {
+                Framing::Opaque
+            },
+            buf: Vec::new(),
+            checked: 0,
+            head_deadline: None,
+            refusal: None,
+        }
+    }
+
+    /// Moves the boundary between checked and unchecked bytes as far as the
+    /// bytes received allow.
+    fn check(&mut self) {
+        loop {
+            let pending = &self.buf[self.checked..];
+            if pending.is_empty() {
+                return;
+            }
+            match &mut self.framing {
+                Framing::Head => match parse_request(pending, &self.limits) {
+                    Ok(None) => return,
+                    Ok(Some((head, n))) => {
+                        self.checked += n;
+                        self.head_deadline = None;
+                        self.framing = framing_after(&head);
+                    }
+                    Err(e) => {
+                        self.refuse(e);
+                        return;
+                    }
+                },
+                Framing::Length(left) => {
+                    let n = (*left).min(pending.len() as u64);
+                    self.checked += n as usize;
+                    *left -= n;
+                    if *left == 0 {
+                        self.framing = Framing::Head;
+                    }
+                }
+                Framing::Chunked(decoder) => {
+                    let mut payload = Vec::new();
+                    if decoder.feed(pending, &mut payload).is_err() {
+                        // Cut here: hyper sees the stream end inside the body.
+                        self.conn.refuse_body();
+                        self.buf.truncate(self.checked);
+                        self.framing = Framing::Ended;
+                        return;
+                    }
+                    if decoder.done() {
+                        let after = decoder.leftover().len();
+                        self.checked += pending.len() - after;
+                        self.framing = Framing::Head;
+                    } else {
+                        self.checked += pending.len();
+                    }
+                }
+                Framing::Opaque => {
+                    self.checked = self.buf.len();
+                    return;
+                }
+                Framing::Refused(_) | Framing::Ended => {
+                    self.buf.truncate(self.checked);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn refuse(&mut self, error: ParseError) {
+        self.buf.truncate(self.checked);
+        self.head_deadline = None;
+        self.framing = Framing::Refused(error);
+    }
+
+    /// Starts the head deadline when a head's first byte is waiting.
+    fn arm_head_deadline(&mut self) {
+        let waiting = matches!(self.framing, Framing::Head) && self.checked < self.buf.len();
+        if !waiting {
+            self.head_deadline = None;
+        } else if self.head_deadline.is_none() {
+            if let Some(t) = self.header_timeout {
+                self.head_deadline = Some(Box::pin(sleep(t)));
+            }
+        }
+    }
+
+    /// Hands checked bytes to hyper; true if any were.
+    fn give(&mut self, out: &mut ReadBuf<'_>) -> bool {
+        if self.checked == 0 {
+            return false;
+        }
+        let n = self.checked.min(out.remaining());
+        out.put_slice(&self.buf[..n]);
+        self.buf.drain(..n);
+        self.checked -= n;
+        true
+    }
+}
+
+fn framing_after(head: &RequestHead) -> Framing {
+    if head.upgrade().is_some() || head.method() == b"CONNECT" {
+        // hyper decides whether the upgrade happens; either way what follows
+        // is its business (a refused upgrade closes the connection).
+        return Framing::Opaque;
+    }
+    if head.chunked {
+        return Framing::Chunked(Box::new(ChunkedDecoder::new(0)));
+    }
+    match head.content_length {
+        Some(n) if n > 0 => Framing::Length(n),
+        _ => Framing::Head,
+    }
+}
+
+/// The whole answer to a refused head.
+fn refusal_bytes(e: &ParseError) -> Vec<u8> {
+    let body = format!("{}\n", e.reason);
+    format!(
+        "HTTP/1.1 {} {}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+        e.status,
+        crate::h1::reason_phrase(e.status),
+        body.len(),
+        body
+    )
+    .into_bytes()
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for StrictIo<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        out: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        loop {
+            if this.give(out) {
+                return Poll::Ready(Ok(()));
+            }
+            match this.framing {
+                Framing::Refused(_) | Framing::Ended => return Poll::Ready(Ok(())),
+                Framing::Opaque if this.buf.is_empty() => {
+                    // Nothing of ours left: no copy any more.
+                    return Pin::new(&mut this.inner).poll_read(cx, out);
+                }
+                _ => {}
+            }
+            if let Some(deadline) = this.head_deadline.as_mut() {
+                if deadline.as_mut().poll(cx).is_ready() {
+                    this.refuse(HEAD_TIMEOUT);
+                    continue;
+                }
+            }
+            let start = this.buf.len();
+            this.buf.resize(start + READ_SIZE, 0);
+            let mut read = ReadBuf::new(&mut this.buf[start..]);
+            let polled = Pin::new(&mut this.inner).poll_read(cx, &mut read);
+            let n = read.filled().len();
+            this.buf.truncate(start + n);
+            ready!(polled)?;
+            if n == 0 {
+                // The client's end: a head begun but not finished is dropped
+                // (as the other workers do); hyper sees the end after the
+                // complete requests.
+                this.buf.truncate(this.checked);
+                this.framing = Framing::Ended;
+                continue;
+            }
+            this.check();
+            this.arm_head_deadline();
+        }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for StrictIo<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    /// hyper is done with the connection: a refusal still owed goes out first.
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if let Framing::Refused(e) = &this.framing {
+            this.refusal = Some((refusal_bytes(e), 0));
+            this.framing = Framing::Ended;
+        }
+        if let Some((bytes, sent)) = &mut this.refusal {
+            while *sent < bytes.len() {
+                let n = ready!(Pin::new(&mut this.inner).poll_write(cx, &bytes[*sent..]))?;
+                if n == 0 {
+                    return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+                }
+                *sent += n;
+            }
+            ready!(Pin::new(&mut this.inner).poll_flush(cx))?;
+            this.refusal = None;
+        }
+        Pin::new(&mut this.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+#[path = "strict_io_tests.rs"]
+mod tests;
