@@ -27,6 +27,7 @@ from supervise.validators import (
     BIND_LIST,
     BOOL,
     CERT_REQS,
+    CPU_AFFINITY,
     DICT,
     DIRECTORY,
     EXISTING_FILE,
@@ -246,6 +247,17 @@ def _build() -> dict[str, Setting]:
         help="The number of threads per worker that run the application, for the gthread "
         "worker (and the WSGI side of the rsgi worker). Setting it above 1 with the sync "
         "worker selects gthread.",
+    )
+    add(
+        name="worker_cpu_affinity",
+        flags=["--worker-cpu-affinity"],
+        metavar="off|auto|LIST",
+        validator=CPU_AFFINITY,
+        default="off",
+        help="Pin each worker process to one core: `auto` spreads workers over the cores "
+        "the master may use (worker N on core N modulo their number, kept across TTIN/TTOU "
+        "and HUP generations), a list such as `0,2-3` over those cores; `off` leaves "
+        "scheduling to the kernel. Every worker class.",
     )
     add(
         name="worker_connections",

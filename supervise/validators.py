@@ -287,6 +287,18 @@ def _umask(value: Any) -> int:
 UMASK = Check("int", _umask)
 
 
+def _cpu_affinity(value: Any) -> str | list[int]:
+    from supervise.affinity import parse
+
+    try:
+        return parse(value)
+    except ValueError as exc:
+        raise Invalid(str(exc)) from None
+
+
+CPU_AFFINITY = Check("off | auto | list of cores", _cpu_affinity)
+
+
 def _raw_env(value: Any) -> list[str]:
     items = _str_list(value)
     for item in items:

@@ -26,7 +26,7 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from supervise import _native, loading
+from supervise import _native, affinity, loading
 from supervise.http.state import IDLE_GRACE_ON_STOP, ServeState
 from supervise.scoreboard import Slot, State
 
@@ -142,6 +142,7 @@ class Worker:
     def _init_process(self) -> None:
         self._set_proctitle()
         random.seed()
+        self._pin_to_core()
         self._init_signals()
         self.patch()
         # Per-process switches of the native response heads, for every worker class.
@@ -233,6 +234,16 @@ class Worker:
             log=self.log,
         )
         self.spawn_thread(watcher.run, "supervise-reloader")
+
+    def _pin_to_core(self) -> None:
+        """--worker-cpu-affinity, before anything starts threads (they inherit it)."""
+        try:
+            core = affinity.pin(self.cfg.worker_cpu_affinity, self.slot.index)
+        except OSError as exc:
+            self.log.warning("Worker %s cannot be pinned: %s", self.pid, exc)
+            return
+        if core is not None:
+            self.log.debug("Worker %s pinned to core %s", self.pid, core)
 
     def _set_proctitle(self) -> None:
         try:
