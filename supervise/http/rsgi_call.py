@@ -38,7 +38,8 @@ def make_handler(
         elif outcome == _ERROR_BEFORE:
             log.exception("Error handling request %s", request_line(scope))
         elif outcome == _CUT_OFF:
-            log.exception("Error handling request %s (response cut off)", request_line(scope))
+            what = "WebSocket closed with 1011" if scope.proto == "ws" else "response cut off"
+            log.exception("Error handling request %s (%s)", request_line(scope), what)
 
     async def handle(scope: Any, proto: Any) -> None:
         try:

@@ -81,6 +81,10 @@ class RsgiWorker(LoopWorker):
                 limit_request_body=cfg.limit_request_body,
                 date_header=cfg.date_header,
                 server_header="supervise" if cfg.server_header else None,
+                ws=cfg.ws != "off",
+                ws_max_size=cfg.ws_max_size,
+                ws_ping_interval=float(cfg.ws_ping_interval),
+                ws_ping_timeout=float(cfg.ws_ping_timeout),
             )
         except OSError as exc:
             self.log.error("%s", exc)

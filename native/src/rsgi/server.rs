@@ -16,7 +16,8 @@ use super::bridge::{Bridge, BridgeDispatch, Event, Outcome};
 use super::errors::{RSGIProtocolClosed, RSGIProtocolError};
 use super::protocol::HTTPProtocol;
 use super::scope::Scope;
-use crate::server::{RuntimeMode, Server, ServerConfig};
+use super::ws_protocol::WebsocketProtocol;
+use crate::server::{RuntimeMode, Server, ServerConfig, WsConfig};
 
 /// What the Python objects of every request share.
 pub struct LoopCtx {
@@ -54,7 +55,8 @@ impl RsgiServer {
     #[pyo3(signature = (*, handler, event_loop, fds, threads = 1, mode = "st", header_timeout = 10.0,
         keepalive = 2.0, limit_request_line = 4094, limit_request_fields = 100,
         limit_request_field_size = 8190, limit_request_body = 0, date_header = true,
-        server_header = None, scheme = "http"))]
+        server_header = None, scheme = "http", ws = true, ws_max_size = 16777216,
+        ws_ping_interval = 20.0, ws_ping_timeout = 20.0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -72,6 +74,10 @@ impl RsgiServer {
         date_header: bool,
         server_header: Option<&str>,
         scheme: &str,
+        ws: bool,
+        ws_max_size: usize,
+        ws_ping_interval: f64,
+        ws_ping_timeout: f64,
     ) -> PyResult<Self> {
         let mode = match mode {
             "st" => RuntimeMode::St,
@@ -98,6 +104,11 @@ impl RsgiServer {
             date_header,
             server_header,
             scheme: if scheme == "https" { "https" } else { "http" },
+            ws: ws.then(|| WsConfig {
+                max_size: ws_max_size,
+                ping_interval: seconds(ws_ping_interval),
+                ping_timeout: seconds(ws_ping_timeout),
+            }),
         };
         let bridge = Arc::new(Bridge::new().map_err(|e| PyOSError::new_err(e.to_string()))?);
         let server = py
@@ -125,7 +136,9 @@ impl RsgiServer {
         for event in self.ctx.bridge.take() {
             match event {
                 Event::Request(ex) => self.start(py, *ex),
+                Event::WebSocket(ex) => self.start_ws(py, *ex),
                 Event::Ready(fut, outcome) => complete(py, fut, outcome),
+                Event::Call(f) => f(py),
             }
         }
     }
@@ -189,6 +202,27 @@ impl RsgiServer {
             // The wrapper logs the app's errors itself; this is the wrapper failing.
             err.print(py);
             reply.send(super::body::server_error());
+        }
+    }
+}
+
+impl RsgiServer {
+    fn start_ws(&self, py: Python<'_>, ex: crate::server::WsExchange) {
+        let (proto, head, conn) = WebsocketProtocol::new(self.ctx.clone(), ex);
+        // Dropping it unanswered would be a 500 too, but this logs why.
+        let proto = match Py::new(py, proto) {
+            Ok(p) => p,
+            Err(err) => return err.print(py),
+        };
+        let result = (|| -> PyResult<()> {
+            let scope = Py::new(py, Scope::websocket(head, conn))?;
+            let coro = self.handler.call1(py, (scope, proto.clone_ref(py)))?;
+            self.create_task.call1(py, (coro,))?;
+            Ok(())
+        })();
+        if let Err(err) = result {
+            err.print(py);
+            proto.get().refuse(hyper::StatusCode::INTERNAL_SERVER_ERROR);
         }
     }
 }

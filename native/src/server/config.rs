@@ -28,4 +28,6 @@ pub struct ServerConfig {
     pub date_header: bool,
     pub server_header: Option<HeaderValue>,
     pub scheme: &'static str,
+    /// `None`: upgrade requests are served as plain HTTP requests (`--ws off`).
+    pub ws: Option<super::websocket::WsConfig>,
 }

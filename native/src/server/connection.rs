@@ -77,7 +77,7 @@ pub async fn serve<T>(
         let conn = conn.clone();
         service_fn(move |req| service::handle(req, shared.clone(), conn.clone()))
     };
-    let connection = shared.http1.serve_connection(io, service);
+    let connection = shared.http1.serve_connection(io, service).with_upgrades();
     tokio::pin!(connection);
     let mut tick = shared.config.keepalive.map(|k| k / 2);
     let mut idle_ticks = 0u32;

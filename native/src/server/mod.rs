@@ -12,8 +12,12 @@ mod runtime;
 mod sched;
 mod service;
 mod strict;
+mod websocket;
+mod ws_session;
 
 pub use body::ResponseBody;
 pub use config::{RuntimeMode, ServerConfig};
 pub use exchange::{ConnInfo, Dispatch, Exchange, Reply, ReplySlot, Tracker};
 pub use runtime::Server;
+pub use websocket::{WsAccept, WsAnswer, WsConfig, WsExchange};
+pub use ws_session::{WsIn, WsInbox};

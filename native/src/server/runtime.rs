@@ -46,6 +46,8 @@ pub struct Shared {
     pub counters: Arc<Counters>,
     /// Set on a graceful stop: every response not yet sent says `Connection: close`.
     pub stopping: std::sync::atomic::AtomicBool,
+    /// The same stop, for what awaits it (WebSocket sessions close with 1012).
+    pub stop_rx: watch::Receiver<bool>,
 }
 
 pub struct Server {
@@ -61,12 +63,14 @@ impl Server {
         fds: Vec<(i32, bool)>,
         dispatch: Box<dyn Dispatch>,
     ) -> io::Result<Server> {
+        let (stop, stop_rx) = watch::channel(false);
         let mut shared = Shared {
             http1: http1::Builder::new(),
             config,
             dispatch,
             counters: Arc::default(),
             stopping: Default::default(),
+            stop_rx,
         };
         shared.http1 = super::connection::builder(&shared);
         let shared = Arc::new(shared);
@@ -74,7 +78,6 @@ impl Server {
             .into_iter()
             .map(|(fd, unix)| ListenFd { fd, unix })
             .collect();
-        let (stop, _) = watch::channel(false);
         let (closed, _) = watch::channel(false);
         let threads = shared.config.threads.max(1);
         let runtimes = match shared.config.mode {

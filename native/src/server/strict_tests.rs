@@ -18,6 +18,7 @@ fn cfg() -> ServerConfig {
         date_header: true,
         server_header: None,
         scheme: "http",
+        ws: None,
     }
 }
 
