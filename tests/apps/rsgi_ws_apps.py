@@ -146,8 +146,12 @@ async def _pushed_bytearray(scope, protocol, transport) -> None:
     await _echo_noting(transport)
 
 
+async def _echo_route(scope, protocol, transport) -> None:
+    await _echo_noting(transport)
+
+
 ACCEPTED = {
-    "/": _echo_noting,
+    "/": _echo_route,
     "/info": _info,
     "/close": _close,
     "/raise-after": _raise_after,
