@@ -113,6 +113,23 @@ def test_many_messages_both_ways_in_order(serve) -> None:
     assert asyncio.run(run()) == [f"m{i}" for i in range(3000)]
 
 
+@pytest.mark.parametrize("mode", ["st", "mt"])
+def test_sessions_on_two_runtime_threads(serve, mode: str) -> None:
+    server = serve("--runtime-threads", "2", "--runtime-mode", mode)
+
+    async def session(i: int) -> list[str]:
+        async with websockets.connect(url(server), open_timeout=10) as ws:
+            for j in range(50):
+                await ws.send(f"{i}.{j}")
+            return [await asyncio.wait_for(ws.recv(), 10) for _ in range(50)]
+
+    async def run() -> list[list[str]]:
+        return await asyncio.gather(*(session(i) for i in range(20)))
+
+    for i, got in enumerate(asyncio.run(run())):
+        assert got == [f"{i}.{j}" for j in range(50)]
+
+
 def test_slow_reader_gets_every_message(serve) -> None:
     """send_bytes waits while the client does not read; nothing is lost."""
     server = serve()
