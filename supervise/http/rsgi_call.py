@@ -1,6 +1,8 @@
-"""The coroutine run for every RSGI request: the app call, and what happens
-when the app raises or returns without answering (Rust sends the 500 or cuts
-the connection; this logs it with the request line)."""
+"""The coroutine run for every RSGI request and WebSocket session: the app
+call, and what happens when the app raises or returns without answering
+(Rust sends the 500 or cuts the connection, and for a WebSocket refuses the
+upgrade or closes with 1011; this logs it with the request line). Both
+protocol objects report the same outcomes through ``_finish()``."""
 
 from __future__ import annotations
 
