@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import struct
 import time
 from signal import SIGTERM
 
@@ -199,6 +200,21 @@ def test_dropped_connection_gives_the_app_a_close_message(serve) -> None:
     assert read_frame(sock) == (0x1, b"hi")
     sock.close()  # no close frame
     server.wait_for_log(r"APP: closed 0 None")
+
+
+def test_client_close_reaches_an_app_that_only_sends(serve) -> None:
+    # Raw frames: a client library stops reading while its own queue is full.
+    server = serve()
+    sock, head = handshake(server, "/push")
+    with sock:
+        assert head.startswith(b"HTTP/1.1 101")
+        for _ in range(200):
+            assert read_frame(sock) == (0x1, b"ping")
+        sock.sendall(frame(0x8, struct.pack("!H", 1000)))
+        while (received := read_frame(sock))[0] == 0x1:
+            pass  # what the app queued before the server saw the close
+        assert received[0] == 0x8 and close_code(received[1]) == 1000
+    server.wait_for_log(r"APP: push stopped by RSGIProtocolClosed after True")
 
 
 def test_term_closes_with_1012_and_the_server_exits(serve) -> None:

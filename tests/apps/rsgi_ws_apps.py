@@ -105,6 +105,17 @@ async def _stream(scope, protocol, transport) -> None:
     # Returning closes with 1000.
 
 
+async def _push(scope, protocol, transport) -> None:
+    # Sends until the client is gone, never receiving (Granian's ws_push test app).
+    sent = 0
+    try:
+        while True:
+            await transport.send_str("ping")
+            sent += 1
+    except RSGIProtocolClosed:
+        _note("push stopped by RSGIProtocolClosed after", sent > 0)
+
+
 async def _idle(scope, protocol, transport) -> None:
     _note("idle got kind", (await transport.receive()).kind)
 
@@ -157,6 +168,7 @@ ACCEPTED = {
     "/raise-after": _raise_after,
     "/stream": _stream,
     "/idle": _idle,
+    "/push": _push,
     "/misuse": _misuse,
     "/cancelled-receive": _cancelled_receive,
     "/bytearray": _pushed_bytearray,

@@ -204,9 +204,7 @@ impl RsgiServer {
             reply.send(super::body::server_error());
         }
     }
-}
 
-impl RsgiServer {
     fn start_ws(&self, py: Python<'_>, ex: crate::server::WsExchange) {
         let (proto, head, conn) = WebsocketProtocol::new(self.ctx.clone(), ex);
         // Dropping it unanswered would be a 500 too, but this logs why.

@@ -4,10 +4,11 @@
 //! session itself runs in `ws_session.rs`.
 //!
 //! Rules (the asgi worker's where RFC 6455 leaves room): an upgrade request
-//! with a wrong `Sec-WebSocket-Version` is 426 with `Sec-WebSocket-Version: 13`
-//! (RFC 6455 4.2.2), a missing or malformed key, a method other than GET or
-//! HTTP/1.0 is 400, none of them reaching the app; during a graceful stop, or
-//! when the app has not answered within `HANDSHAKE_TIMEOUT`, 503.
+//! naming a `Sec-WebSocket-Version` other than 13 is 426 with
+//! `Sec-WebSocket-Version: 13` (RFC 6455 4.2.2); a missing or malformed key,
+//! a missing or repeated version, a method other than GET or HTTP/1.0 is 400
+//! (4.2.1); none of them reaches the app. During a graceful stop, or when the
+//! app has not answered within `HANDSHAKE_TIMEOUT`: 503.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -112,24 +113,28 @@ impl Refusal {
 
 /// The `Sec-WebSocket-Accept` value, or why the handshake is refused.
 pub fn check(head: &Parts) -> Result<String, Refusal> {
-    let versions: Vec<_> = head.headers.get_all(SEC_WEBSOCKET_VERSION).iter().collect();
-    if versions.len() != 1 || versions[0].as_bytes().trim_ascii() != b"13" {
-        return Err(Refusal {
-            status: StatusCode::UPGRADE_REQUIRED,
-            reason: "Sec-WebSocket-Version must be 13",
-        });
-    }
-    if head.method != Method::GET || head.version != Version::HTTP_11 {
-        return Err(Refusal {
+    let bad = |reason| {
+        Err(Refusal {
             status: StatusCode::BAD_REQUEST,
-            reason: "A WebSocket handshake is a GET over HTTP/1.1",
-        });
+            reason,
+        })
+    };
+    if head.method != Method::GET || head.version != Version::HTTP_11 {
+        return bad("A WebSocket handshake is a GET over HTTP/1.1");
     }
     let keys: Vec<_> = head.headers.get_all(SEC_WEBSOCKET_KEY).iter().collect();
     if keys.len() != 1 || !valid_key(keys[0].as_bytes()) {
+        return bad("Invalid Sec-WebSocket-Key");
+    }
+    // Missing or repeated: a malformed handshake (400); one other version: 426.
+    let versions: Vec<_> = head.headers.get_all(SEC_WEBSOCKET_VERSION).iter().collect();
+    if versions.len() != 1 {
+        return bad("One Sec-WebSocket-Version is required");
+    }
+    if versions[0].as_bytes().trim_ascii() != b"13" {
         return Err(Refusal {
-            status: StatusCode::BAD_REQUEST,
-            reason: "Invalid Sec-WebSocket-Key",
+            status: StatusCode::UPGRADE_REQUIRED,
+            reason: "Sec-WebSocket-Version must be 13",
         });
     }
     Ok(derive_accept_key(keys[0].as_bytes().trim_ascii()))
@@ -235,12 +240,12 @@ mod tests {
     }
 
     #[test]
-    fn wrong_version_is_426_and_names_13() {
+    fn other_version_is_426_and_names_13_missing_is_400() {
         let r = check(&head(&[KEY, ("sec-websocket-version", "8")])).unwrap_err();
         assert_eq!(r.status, StatusCode::UPGRADE_REQUIRED);
         assert_eq!(r.response().headers()[SEC_WEBSOCKET_VERSION], "13");
         let r = check(&head(&[KEY])).unwrap_err();
-        assert_eq!(r.status, StatusCode::UPGRADE_REQUIRED);
+        assert_eq!(r.status, StatusCode::BAD_REQUEST);
     }
 
     #[test]
