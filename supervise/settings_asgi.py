@@ -1,4 +1,4 @@
-"""The settings of the event-loop workers (ASGI today), declared once.
+"""The settings of the event-loop workers (asgi; the WebSocket ones also rsgi), declared once.
 
 They live apart from settings.py only to keep that table readable; settings.py
 includes this section in its single ``SETTINGS`` table, so the command line,
@@ -70,9 +70,10 @@ def _declare_websockets(add: Callable[..., Any]) -> None:
         metavar="IMPL",
         validator=choice_check(*WS_IMPLEMENTATIONS),
         default="auto",
-        help="WebSocket support of the asgi worker: `wsproto`, `websockets` (the "
-        "sans-I/O layer of each library), `auto` (the faster one installed) or `off` "
-        "(upgrade requests are answered as plain HTTP requests).",
+        help="WebSocket support: for the asgi worker `wsproto`, `websockets` (the "
+        "sans-I/O layer of each library) or `auto` (the faster one installed); the rsgi "
+        "worker always uses its native codec (tungstenite) unless `off`. `off`: upgrade "
+        "requests are answered as plain HTTP requests.",
     )
     add(
         name="ws_max_size",
@@ -107,6 +108,7 @@ def _declare_websockets(add: Callable[..., Any]) -> None:
         action="toggle",
         validator=BOOL,
         default=True,
-        help="Offer permessage-deflate compression to WebSocket clients that ask for it. "
-        "--no-ws-per-message-deflate turns it off.",
+        help="Offer permessage-deflate compression to WebSocket clients that ask for it "
+        "(asgi worker; the rsgi worker never compresses). --no-ws-per-message-deflate "
+        "turns it off.",
     )

@@ -1,4 +1,5 @@
-"""Autobahn|Testsuite (wstest 0.8.2, fuzzingclient) against `supervise -k asgi`, sections 1-10.
+"""Autobahn|Testsuite (wstest 0.8.2, fuzzingclient) against `supervise -k asgi` (both
+--ws libraries) and `supervise -k rsgi` (RSGI echo app), sections 1-10.
 
 wstest is a Python 2.7 program: it is installed once into a cache directory
 outside the repository (pyenv's 2.7.18, as ../shared/conformance/README.md
@@ -72,13 +73,21 @@ def wstest() -> list[str]:
     return [python, "-c", RUN, str(SITE)]
 
 
-@pytest.mark.parametrize("ws", ["websockets", "wsproto"])
-def test_autobahn_sections_1_to_10(start_server, wstest, tmp_path: Path, ws: str) -> None:
-    if ws != "websockets" and protocol_class(ws) is None:
+# (worker class, --ws, echo app): the asgi worker with each library, the rsgi
+# worker with its native codec.
+TARGETS = {
+    "asgi-websockets": ("asgi", "websockets", "asgi_ws_apps:echo"),
+    "asgi-wsproto": ("asgi", "wsproto", "asgi_ws_apps:echo"),
+    "rsgi": ("rsgi", "auto", "rsgi_ws_apps:echo"),
+}
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_autobahn_sections_1_to_10(start_server, wstest, tmp_path: Path, target: str) -> None:
+    worker, ws, app = TARGETS[target]
+    if worker == "asgi" and ws != "websockets" and protocol_class(ws) is None:
         pytest.skip(f"{ws} is not installed")
-    server = start_server(
-        "-k", "asgi", "--ws", ws, "--ws-max-size", str(32 * 1024 * 1024), "asgi_ws_apps:echo"
-    )
+    server = start_server("-k", worker, "--ws", ws, "--ws-max-size", str(32 * 1024 * 1024), app)
     spec = {
         "outdir": str(tmp_path / "reports"),
         "servers": [{"agent": "supervise", "url": f"ws://127.0.0.1:{server.port}"}],
@@ -102,7 +111,7 @@ def test_autobahn_sections_1_to_10(start_server, wstest, tmp_path: Path, ws: str
         for case, r in results.items()
         if r["behavior"] not in PASSING or r["behaviorClose"] not in PASSING
     }
-    print(f"autobahn --ws {ws}: {len(results) - len(failed)}/{len(results)} passed")
+    print(f"autobahn {target}: {len(results) - len(failed)}/{len(results)} passed")
     assert len(results) == CASES
     assert not failed, f"{len(failed)} cases failed: {sorted(failed.items())}"
     assert "Traceback" not in server.log()

@@ -150,3 +150,11 @@ def test_rsgi_app(start_server):
     assert headers["content-length"] == str(len(body))
     assert server.get("/files/../app.py")[0] == 404
     assert server.get("/files/missing.txt")[0] == 404
+
+    from websockets.sync.client import connect
+
+    with connect(f"ws://127.0.0.1:{server.port}/ws", open_timeout=10) as ws:
+        ws.send("hi")
+        assert ws.recv(timeout=10) == "echo: hi"
+        ws.send(b"\x00\x01")
+        assert ws.recv(timeout=10) == b"\x00\x01"

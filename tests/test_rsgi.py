@@ -382,8 +382,8 @@ def test_access_log_line(rsgi, tmp_path):
     assert '" 201 ' in line and "probe" in line
 
 
-def test_websocket_upgrade_gets_a_plain_http_answer(rsgi):
-    server = rsgi()
+def test_websocket_upgrade_with_ws_off_gets_a_plain_http_answer(rsgi):
+    server = rsgi("--ws", "off")
     request = (
         b"GET /text HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
         b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"

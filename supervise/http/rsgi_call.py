@@ -1,6 +1,8 @@
-"""The coroutine run for every RSGI request: the app call, and what happens
-when the app raises or returns without answering (Rust sends the 500 or cuts
-the connection; this logs it with the request line)."""
+"""The coroutine run for every RSGI request and WebSocket session: the app
+call, and what happens when the app raises or returns without answering
+(Rust sends the 500 or cuts the connection, and for a WebSocket refuses the
+upgrade or closes with 1011; this logs it with the request line). Both
+protocol objects report the same outcomes through ``_finish()``."""
 
 from __future__ import annotations
 
@@ -38,7 +40,8 @@ def make_handler(
         elif outcome == _ERROR_BEFORE:
             log.exception("Error handling request %s", request_line(scope))
         elif outcome == _CUT_OFF:
-            log.exception("Error handling request %s (response cut off)", request_line(scope))
+            what = "WebSocket closed with 1011" if scope.proto == "ws" else "response cut off"
+            log.exception("Error handling request %s (%s)", request_line(scope), what)
 
     async def handle(scope: Any, proto: Any) -> None:
         try:

@@ -109,6 +109,10 @@ class RsgiWorker(LoopWorker):
                 server_header="supervise" if cfg.server_header else None,
                 tls=self.ssl_context,
                 **http_options(cfg),
+                ws=cfg.ws != "off",
+                ws_max_size=cfg.ws_max_size,
+                ws_ping_interval=float(cfg.ws_ping_interval),
+                ws_ping_timeout=float(cfg.ws_ping_timeout),
             )
         except OSError as exc:
             self.log.error("%s", exc)

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use bytes::Bytes;
 use pyo3::prelude::*;
 
-use crate::server::{Dispatch, Exchange};
+use crate::server::{Dispatch, Exchange, WsExchange};
 
 /// The result of work done in tokio for an awaiting Python future.
 pub enum Outcome {
@@ -25,7 +25,10 @@ pub enum Outcome {
 
 pub enum Event {
     Request(Box<Exchange>),
+    WebSocket(Box<WsExchange>),
     Ready(Py<PyAny>, Outcome),
+    /// Work that needs the GIL, run on the loop thread by `drain()`.
+    Call(Box<dyn FnOnce(Python<'_>) + Send>),
 }
 
 pub struct Bridge {
@@ -86,5 +89,9 @@ pub struct BridgeDispatch(pub std::sync::Arc<Bridge>);
 impl Dispatch for BridgeDispatch {
     fn dispatch(&self, exchange: Exchange) {
         self.0.push(Event::Request(Box::new(exchange)));
+    }
+
+    fn dispatch_ws(&self, exchange: WsExchange) {
+        self.0.push(Event::WebSocket(Box::new(exchange)));
     }
 }

@@ -19,6 +19,8 @@ pub mod scope;
 mod server;
 mod tls;
 mod transport;
+mod ws_protocol;
+mod ws_transport;
 
 use pyo3::prelude::*;
 
@@ -38,5 +40,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<headers::Headers>()?;
     m.add_class::<protocol::HTTPProtocol>()?;
     m.add_class::<transport::HTTPStreamTransport>()?;
+    m.add_class::<ws_protocol::WebsocketProtocol>()?;
+    m.add_class::<ws_transport::WebsocketTransport>()?;
+    m.add_class::<ws_transport::WebsocketMessage>()?;
     Ok(())
 }

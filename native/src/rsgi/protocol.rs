@@ -33,7 +33,7 @@ enum BodyState {
 /// What `_finish()` tells the Python wrapper, so that it logs the right line.
 #[derive(Clone, Copy)]
 #[repr(u8)]
-enum Finish {
+pub(super) enum Finish {
     Answered = 0,
     NoResponse = 1,
     ErrorBeforeResponse = 2,

@@ -21,6 +21,7 @@ pub struct Scope {
     head: Parts,
     conn: Arc<ConnInfo>,
     headers: PyOnceLock<Py<Headers>>,
+    websocket: bool,
 }
 
 impl Scope {
@@ -29,6 +30,15 @@ impl Scope {
             head,
             conn,
             headers: PyOnceLock::new(),
+            websocket: false,
+        }
+    }
+
+    /// The scope of a WebSocket session (`proto` "ws").
+    pub fn websocket(head: Parts, conn: Arc<ConnInfo>) -> Self {
+        Scope {
+            websocket: true,
+            ..Scope::new(head, conn)
         }
     }
 
@@ -58,7 +68,11 @@ impl Scope {
 impl Scope {
     #[getter]
     fn proto<'py>(&self, py: Python<'py>) -> &Bound<'py, PyString> {
-        intern!(py, "http")
+        if self.websocket {
+            intern!(py, "ws")
+        } else {
+            intern!(py, "http")
+        }
     }
 
     #[getter]

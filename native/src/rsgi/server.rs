@@ -17,7 +17,8 @@ use super::errors::{RSGIProtocolClosed, RSGIProtocolError};
 use super::protocol::HTTPProtocol;
 use super::scope::Scope;
 use super::tls::RsgiTls;
-use crate::server::{Http2Config, HttpMode, RuntimeMode, Server, ServerConfig};
+use super::ws_protocol::WebsocketProtocol;
+use crate::server::{Http2Config, HttpMode, RuntimeMode, Server, ServerConfig, WsConfig};
 
 /// What the Python objects of every request share.
 pub struct LoopCtx {
@@ -59,7 +60,8 @@ impl RsgiServer {
         http2_initial_stream_window_size = 1048576, http2_initial_connection_window_size = 1048576,
         http2_max_frame_size = 16384, http2_max_headers_size = 65536,
         http2_max_send_buffer_size = 409600, http2_keep_alive_interval = 0.0,
-        http2_keep_alive_timeout = 20.0, tls = None))]
+        http2_keep_alive_timeout = 20.0, tls = None, ws = true, ws_max_size = 16777216,
+        ws_ping_interval = 20.0, ws_ping_timeout = 20.0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -86,6 +88,10 @@ impl RsgiServer {
         http2_keep_alive_interval: f64,
         http2_keep_alive_timeout: f64,
         tls: Option<PyRef<'_, RsgiTls>>,
+        ws: bool,
+        ws_max_size: usize,
+        ws_ping_interval: f64,
+        ws_ping_timeout: f64,
     ) -> PyResult<Self> {
         let http = match http {
             "auto" => HttpMode::Auto,
@@ -135,6 +141,11 @@ impl RsgiServer {
                     .unwrap_or(Duration::from_secs(20)),
             },
             tls: tls.map(|t| t.config.clone()),
+            ws: ws.then(|| WsConfig {
+                max_size: ws_max_size,
+                ping_interval: seconds(ws_ping_interval),
+                ping_timeout: seconds(ws_ping_timeout),
+            }),
         };
         let bridge = Arc::new(Bridge::new().map_err(|e| PyOSError::new_err(e.to_string()))?);
         let server = py
@@ -162,7 +173,9 @@ impl RsgiServer {
         for event in self.ctx.bridge.take() {
             match event {
                 Event::Request(ex) => self.start(py, *ex),
+                Event::WebSocket(ex) => self.start_ws(py, *ex),
                 Event::Ready(fut, outcome) => complete(py, fut, outcome),
+                Event::Call(f) => f(py),
             }
         }
     }
@@ -236,6 +249,25 @@ impl RsgiServer {
             // The wrapper logs the app's errors itself; this is the wrapper failing.
             err.print(py);
             reply.send(super::body::server_error());
+        }
+    }
+
+    fn start_ws(&self, py: Python<'_>, ex: crate::server::WsExchange) {
+        let (proto, head, conn) = WebsocketProtocol::new(self.ctx.clone(), ex);
+        // Dropping it unanswered would be a 500 too, but this logs why.
+        let proto = match Py::new(py, proto) {
+            Ok(p) => p,
+            Err(err) => return err.print(py),
+        };
+        let result = (|| -> PyResult<()> {
+            let scope = Py::new(py, Scope::websocket(head, conn))?;
+            let coro = self.handler.call1(py, (scope, proto.clone_ref(py)))?;
+            self.create_task.call1(py, (coro,))?;
+            Ok(())
+        })();
+        if let Err(err) = result {
+            err.print(py);
+            proto.get().refuse(hyper::StatusCode::INTERNAL_SERVER_ERROR);
         }
     }
 }

@@ -72,6 +72,8 @@ pub struct ServerConfig {
     pub http2: Http2Config,
     /// Set: every listener speaks TLS (the ALPN list is set by `Server::start`).
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// `None`: upgrade requests are served as plain HTTP requests (`--ws off`).
+    pub ws: Option<super::websocket::WsConfig>,
 }
 
 impl ServerConfig {

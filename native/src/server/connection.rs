@@ -169,9 +169,46 @@ pub async fn serve<T>(
         let conn = conn.clone();
         service_fn(move |req| service::handle(req, shared.clone(), conn.clone()))
     };
-    let builder = if h2 { &shared.http.h2 } else { &shared.http.h1 };
-    let connection = builder.serve_connection(io, service);
-    tokio::pin!(connection);
+    if h2 {
+        // Not `serve_connection_with_upgrades`: that one sniffs the version
+        // again and would serve HTTP/1.1 on an HTTP/2-only listener.
+        let connection = shared.http.h2.serve_connection(io, service);
+        tokio::pin!(connection);
+        watch_over(
+            connection,
+            |c| c.graceful_shutdown(),
+            &conn,
+            &shared,
+            stop,
+            true,
+        )
+        .await;
+    } else {
+        // With upgrades: a WebSocket handshake hands the connection to
+        // ws_session.rs. Its version sniff only ever sees what `h1` accepted.
+        let connection = shared.http.h1.serve_connection_with_upgrades(io, service);
+        tokio::pin!(connection);
+        watch_over(
+            connection,
+            |c| c.graceful_shutdown(),
+            &conn,
+            &shared,
+            stop,
+            false,
+        )
+        .await;
+    }
+}
+
+/// Drives the connection to its end, with the idle watchdog and the graceful stop.
+async fn watch_over<C: std::future::Future>(
+    mut connection: Pin<&mut C>,
+    shut_down: fn(Pin<&mut C>),
+    conn: &ConnInfo,
+    shared: &Shared,
+    mut stop: watch::Receiver<bool>,
+    h2: bool,
+) {
     // HTTP/1.1 idles after `keepalive`; HTTP/2 too, and without keep-alive
     // after `header_timeout` (its requests share the connection, so closing
     // after each one, as HTTP/1.1 does then, would make no sense).
@@ -200,7 +237,7 @@ pub async fn serve<T>(
                 if h2 && !closing {
                     // GOAWAY at once: open streams finish, and h2's two-step
                     // GOAWAY still serves the ones already on their way.
-                    connection.as_mut().graceful_shutdown();
+                    shut_down(connection.as_mut());
                     closing = true;
                 }
                 // HTTP/1.1: not at once, since a kept-alive connection that
@@ -218,7 +255,7 @@ pub async fn serve<T>(
                 seen = now;
                 // Two quiet ticks of half the timeout: idle for 1 to 1.5 times it.
                 if idle_ticks >= 2 {
-                    connection.as_mut().graceful_shutdown();
+                    shut_down(connection.as_mut());
                     closing = true;
                 }
             }

@@ -88,6 +88,7 @@ pub struct Exchange {
 
 pub trait Dispatch: Send + Sync {
     fn dispatch(&self, exchange: Exchange);
+    fn dispatch_ws(&self, exchange: super::websocket::WsExchange);
 }
 
 /// The answer to one request.

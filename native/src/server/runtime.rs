@@ -74,6 +74,8 @@ pub struct Shared {
     pub counters: Arc<Counters>,
     /// Set on a graceful stop: every response not yet sent says `Connection: close`.
     pub stopping: std::sync::atomic::AtomicBool,
+    /// The same stop, for what awaits it (WebSocket sessions close with 1012).
+    pub stop_rx: watch::Receiver<bool>,
 }
 
 pub struct Server {
@@ -93,6 +95,7 @@ impl Server {
             .tls
             .as_ref()
             .map(|t| tokio_rustls::TlsAcceptor::from(super::tls::with_alpn(t, config.http)));
+        let (stop, stop_rx) = watch::channel(false);
         let shared = Arc::new(Shared {
             http: super::connection::Builders::new(&config),
             tls,
@@ -100,12 +103,12 @@ impl Server {
             dispatch,
             counters: Arc::default(),
             stopping: Default::default(),
+            stop_rx,
         });
         let fds: Vec<ListenFd> = fds
             .into_iter()
             .map(|(fd, unix)| ListenFd { fd, unix })
             .collect();
-        let (stop, _) = watch::channel(false);
         let (closed, _) = watch::channel(false);
         let threads = shared.config.threads.max(1);
         let runtimes = match shared.config.mode {

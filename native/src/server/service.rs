@@ -14,6 +14,7 @@ use super::body::{file_buffer, ExchangeGuard, Framing, ResponseBody};
 use super::exchange::{ConnInfo, Exchange, Reply, ReplySlot, Tracker};
 use super::runtime::Shared;
 use super::strict;
+use super::websocket;
 
 pub async fn handle(
     req: Request<Incoming>,
@@ -26,6 +27,13 @@ pub async fn handle(
     let h1 = head.version < Version::HTTP_2;
     if let Err(r) = strict::check(&mut head, &shared.config) {
         return Ok(plain(r.status, r.reason, h1));
+    }
+    if shared.config.ws.is_some() && websocket::is_upgrade(&head) {
+        let response = match websocket::check(&head) {
+            Ok(accept_key) => websocket::upgrade(head, shared.clone(), conn, accept_key).await,
+            Err(refused) => refused.response(),
+        };
+        return Ok(with_server(response, &shared.config.server_header));
     }
     let (tx, rx) = oneshot::channel();
     let tracker = Arc::new(Tracker::default());

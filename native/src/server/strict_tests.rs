@@ -21,6 +21,7 @@ fn cfg() -> ServerConfig {
         http: HttpMode::Auto,
         http2: Http2Config::default(),
         tls: None,
+        ws: None,
     }
 }
 

@@ -1,0 +1,275 @@
+//! WebSocket upgrades (RFC 6455 over HTTP/1.1): which requests are upgrades,
+//! the handshake checks, and the answer the app gives through the
+//! dispatcher (accept, or refuse with an HTTP status). Once accepted, the
+//! session itself runs in `ws_session.rs`.
+//!
+//! Rules (the asgi worker's where RFC 6455 leaves room): an upgrade request
+//! naming a `Sec-WebSocket-Version` other than 13 is 426 with
+//! `Sec-WebSocket-Version: 13` (RFC 6455 4.2.2); a missing or malformed key,
+//! a missing or repeated version, a method other than GET or HTTP/1.0 is 400
+//! (4.2.1); none of them reaches the app. During a graceful stop, or when the
+//! app has not answered within `HANDSHAKE_TIMEOUT`: 503.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::header::{
+    HeaderValue, CONNECTION, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_VERSION,
+    UPGRADE,
+};
+use hyper::http::request::Parts;
+use hyper::upgrade::OnUpgrade;
+use hyper::{HeaderMap, Method, Response, StatusCode, Version};
+use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
+use tokio_tungstenite::tungstenite::Message;
+
+use super::body::{ExchangeGuard, Framing, ResponseBody};
+use super::exchange::{ConnInfo, Tracker};
+use super::runtime::Shared;
+use super::service::plain;
+use super::ws_session::{self, WsInbox};
+
+/// The app's time to accept or refuse before the client gets 503.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What `--ws-max-size`, `--ws-ping-interval` and `--ws-ping-timeout` say.
+#[derive(Debug, Clone)]
+pub struct WsConfig {
+    pub max_size: usize,
+    pub ping_interval: Option<Duration>,
+    pub ping_timeout: Option<Duration>,
+}
+
+/// A valid upgrade request handed to the dispatcher. Exactly one answer
+/// goes back through `answer`; dropping it unanswered is a 500.
+pub struct WsExchange {
+    pub head: Parts,
+    pub conn: Arc<ConnInfo>,
+    pub answer: oneshot::Sender<WsAnswer>,
+    pub runtime: tokio::runtime::Handle,
+}
+
+pub enum WsAnswer {
+    /// Not upgraded: this HTTP status, and the connection closes.
+    Refuse(StatusCode),
+    Accept(WsAccept),
+}
+
+/// The channels of an accepted session, made by the answerer.
+pub struct WsAccept {
+    /// Where received messages go (the answerer reads them out).
+    pub inbox: Arc<WsInbox>,
+    /// Messages to send, in order; the sender awaits when it is full.
+    pub outgoing: mpsc::Receiver<Message>,
+    /// The close code the app ends the session with.
+    pub close: oneshot::Receiver<u16>,
+    /// Called once: true when the 101 is written and frames flow, false when
+    /// the client left before that.
+    pub opened: Box<dyn FnOnce(bool) + Send>,
+}
+
+fn has_token(headers: &HeaderMap, name: hyper::header::HeaderName, token: &str) -> bool {
+    headers.get_all(name).iter().any(|v| {
+        v.to_str()
+            .is_ok_and(|s| s.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+    })
+}
+
+/// A WebSocket upgrade request: `Connection` lists `upgrade` and `Upgrade`
+/// lists `websocket` (the same test the Python parser makes).
+pub fn is_upgrade(head: &Parts) -> bool {
+    has_token(&head.headers, CONNECTION, "upgrade")
+        && has_token(&head.headers, UPGRADE, "websocket")
+}
+
+/// 16 bytes in base64: 22 characters of the alphabet and "==".
+fn valid_key(key: &[u8]) -> bool {
+    let key = key.trim_ascii();
+    key.len() == 24
+        && key.ends_with(b"==")
+        && key[..22]
+            .iter()
+            .all(|&c| c.is_ascii_alphanumeric() || c == b'+' || c == b'/')
+}
+
+/// A handshake refused before the app sees it.
+#[derive(Debug)]
+pub struct Refusal {
+    pub status: StatusCode,
+    pub reason: &'static str,
+}
+
+impl Refusal {
+    pub fn response(&self) -> Response<ResponseBody> {
+        let mut r = plain(self.status, self.reason, true);
+        if self.status == StatusCode::UPGRADE_REQUIRED {
+            r.headers_mut()
+                .insert(SEC_WEBSOCKET_VERSION, HeaderValue::from_static("13"));
+        }
+        r
+    }
+}
+
+/// The `Sec-WebSocket-Accept` value, or why the handshake is refused.
+pub fn check(head: &Parts) -> Result<String, Refusal> {
+    let bad = |reason| {
+        Err(Refusal {
+            status: StatusCode::BAD_REQUEST,
+            reason,
+        })
+    };
+    if head.method != Method::GET || head.version != Version::HTTP_11 {
+        return bad("A WebSocket handshake is a GET over HTTP/1.1");
+    }
+    let keys: Vec<_> = head.headers.get_all(SEC_WEBSOCKET_KEY).iter().collect();
+    if keys.len() != 1 || !valid_key(keys[0].as_bytes()) {
+        return bad("Invalid Sec-WebSocket-Key");
+    }
+    // Missing or repeated: a malformed handshake (400); one other version: 426.
+    let versions: Vec<_> = head.headers.get_all(SEC_WEBSOCKET_VERSION).iter().collect();
+    if versions.len() != 1 {
+        return bad("One Sec-WebSocket-Version is required");
+    }
+    if versions[0].as_bytes().trim_ascii() != b"13" {
+        return Err(Refusal {
+            status: StatusCode::UPGRADE_REQUIRED,
+            reason: "Sec-WebSocket-Version must be 13",
+        });
+    }
+    Ok(derive_accept_key(keys[0].as_bytes().trim_ascii()))
+}
+
+/// Hands a checked upgrade request to the app and answers with what it
+/// decided: 101 (the session then runs on this runtime) or its HTTP status.
+pub async fn upgrade(
+    mut head: Parts,
+    shared: Arc<Shared>,
+    conn: Arc<ConnInfo>,
+    accept_key: String,
+) -> Response<ResponseBody> {
+    let unavailable = || plain(StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable", true);
+    let mut stop = shared.stop_rx.clone();
+    if *stop.borrow() {
+        // A kept-alive connection upgrading while the worker stops: the new
+        // session would only be closed with 1012 at once.
+        return unavailable();
+    }
+    let Some(on_upgrade) = head.extensions.remove::<OnUpgrade>() else {
+        return plain(StatusCode::BAD_REQUEST, "Bad Request", true);
+    };
+    // The whole session is one exchange: in flight until it ends, then one
+    // request for max_requests.
+    let guard = ExchangeGuard::new(
+        Arc::new(Tracker::default()),
+        shared.counters.clone(),
+        conn.clone(),
+    );
+    let (tx, rx) = oneshot::channel();
+    shared.dispatch.dispatch_ws(WsExchange {
+        head,
+        conn,
+        answer: tx,
+        runtime: tokio::runtime::Handle::current(),
+    });
+    let answer = tokio::select! {
+        answer = rx => answer.ok(),
+        _ = stop.wait_for(|s| *s) => return unavailable(),
+        _ = tokio::time::sleep(HANDSHAKE_TIMEOUT) => return unavailable(),
+    };
+    match answer {
+        Some(WsAnswer::Accept(accept)) => {
+            tokio::spawn(ws_session::run(on_upgrade, accept, shared.clone(), guard));
+            let mut r = Response::new(ResponseBody::new(Framing::Empty, None));
+            *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+            let h = r.headers_mut();
+            h.insert(UPGRADE, HeaderValue::from_static("websocket"));
+            h.insert(CONNECTION, HeaderValue::from_static("Upgrade"));
+            if let Ok(v) = HeaderValue::from_str(&accept_key) {
+                h.insert(SEC_WEBSOCKET_ACCEPT, v);
+            }
+            r
+        }
+        Some(WsAnswer::Refuse(status)) => {
+            plain(status, status.canonical_reason().unwrap_or(""), true)
+        }
+        // The answerer dropped the session (it logs why).
+        None => plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Internal Server Error",
+            true,
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(extra: &[(&str, &str)]) -> Parts {
+        let mut b = hyper::Request::builder().method("GET").uri("/ws");
+        for (n, v) in extra {
+            b = b.header(*n, *v);
+        }
+        b.body(()).unwrap().into_parts().0
+    }
+
+    const KEY: (&str, &str) = ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==");
+    const V13: (&str, &str) = ("sec-websocket-version", "13");
+
+    #[test]
+    fn upgrade_needs_both_tokens() {
+        assert!(is_upgrade(&head(&[
+            ("connection", "keep-alive, Upgrade"),
+            ("upgrade", "WebSocket")
+        ])));
+        assert!(!is_upgrade(&head(&[("upgrade", "websocket")])));
+        assert!(!is_upgrade(&head(&[
+            ("connection", "upgrade"),
+            ("upgrade", "h2c")
+        ])));
+    }
+
+    #[test]
+    fn valid_handshake_gives_the_rfc_accept_value() {
+        // RFC 6455 1.3's example.
+        assert_eq!(
+            check(&head(&[KEY, V13])).ok().as_deref(),
+            Some("s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
+        );
+    }
+
+    #[test]
+    fn other_version_is_426_and_names_13_missing_is_400() {
+        let r = check(&head(&[KEY, ("sec-websocket-version", "8")])).unwrap_err();
+        assert_eq!(r.status, StatusCode::UPGRADE_REQUIRED);
+        assert_eq!(r.response().headers()[SEC_WEBSOCKET_VERSION], "13");
+        let r = check(&head(&[KEY])).unwrap_err();
+        assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn bad_keys_are_400() {
+        for key in [
+            "",
+            "not-a-key",
+            "dGhlIHNhbXBsZSBub25jZQ=",
+            "dGhlIHNhbXBsZSBub25jZQ!=",
+        ] {
+            let r = check(&head(&[("sec-websocket-key", key), V13])).unwrap_err();
+            assert_eq!(r.status, StatusCode::BAD_REQUEST, "{key:?}");
+        }
+        let r = check(&head(&[KEY, KEY, V13])).unwrap_err();
+        assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn only_get_over_http11() {
+        let mut h = head(&[KEY, V13]);
+        h.method = Method::POST;
+        assert_eq!(check(&h).unwrap_err().status, StatusCode::BAD_REQUEST);
+        let mut h = head(&[KEY, V13]);
+        h.version = Version::HTTP_10;
+        assert_eq!(check(&h).unwrap_err().status, StatusCode::BAD_REQUEST);
+    }
+}

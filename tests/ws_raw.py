@@ -1,0 +1,74 @@
+"""Raw WebSocket helpers for the tests: a handshake on a plain socket, masked
+client frames, unmasked server frames. Where a client library would hide what
+the server does (dropped connections, bare close frames, unanswered pings)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import socket
+import struct
+
+KEY = base64.b64encode(os.urandom(16)).decode()
+
+
+def handshake(
+    server, path: str = "/", key: str = KEY, extra: str = ""
+) -> tuple[socket.socket, bytes]:
+    """Open a raw connection and upgrade it; returns the socket and the response head."""
+    sock = server.connect(timeout=10)
+    sock.sendall(
+        (
+            f"GET {path} HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n{extra}\r\n"
+        ).encode()
+    )
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = sock.recv(1)
+        if not chunk:
+            break
+        head += chunk
+    return sock, head
+
+
+def frame(opcode: int, payload: bytes = b"", fin: bool = True) -> bytes:
+    """A masked client frame."""
+    mask = os.urandom(4)
+    first = (0x80 if fin else 0) | opcode
+    n = len(payload)
+    if n < 126:
+        header = struct.pack("!BB", first, 0x80 | n)
+    elif n < 65536:
+        header = struct.pack("!BBH", first, 0x80 | 126, n)
+    else:
+        header = struct.pack("!BBQ", first, 0x80 | 127, n)
+    return header + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def read_frame(sock: socket.socket) -> tuple[int, bytes]:
+    """One unmasked server frame: (opcode, payload); (-1, b"") when the server closed."""
+
+    def exact(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise EOFError
+            data += chunk
+        return data
+
+    try:
+        first, second = exact(2)
+        n = second & 0x7F
+        if n == 126:
+            n = struct.unpack("!H", exact(2))[0]
+        elif n == 127:
+            n = struct.unpack("!Q", exact(8))[0]
+        return first & 0x0F, exact(n)
+    except (EOFError, ConnectionResetError):
+        return -1, b""
+
+
+def close_code(payload: bytes) -> int:
+    return struct.unpack("!H", payload[:2])[0]
