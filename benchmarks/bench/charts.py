@@ -81,7 +81,8 @@ def dimension_chart(table: str, points: list[dict], path: Path) -> None:
     ax.set_xticks(range(len(servers)))
     ax.set_xticklabels(servers, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("requests/s")
-    ax.legend(fontsize=8)
+    # Outside the axes: with six variants an inside legend hides the tallest bars.
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.set_title(f"GET 4 B — {table}")
     fig.tight_layout()
     fig.savefig(path, dpi=100, bbox_inches="tight")
@@ -91,7 +92,8 @@ def dimension_chart(table: str, points: list[dict], path: Path) -> None:
 def _variant(point: dict) -> str:
     opts = point["options"]
     mode = opts.get("runtime_mode")
-    threads = f"{opts.get('runtime_threads')} threads"
+    n = opts.get("runtime_threads")
+    threads = f"{n} thread{'' if n == 1 else 's'}"
     return {
         "python": f"Python {point['python']}",
         "loops": str(opts.get("loop")),
