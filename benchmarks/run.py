@@ -85,6 +85,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = p.parse_args(argv)
     if not (args.render or args.quick or args.full or args.smoke):
         p.error("one of --quick, --full, --smoke or --render is required")
+    if args.deploy_workers is not None and args.deploy_workers < 1:
+        p.error("--deploy-workers must be at least 1")
     return args
 
 
