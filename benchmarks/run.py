@@ -3,7 +3,8 @@
 
     python benchmarks/run.py --quick        # the subset: under 10 minutes on 2 cores
     python benchmarks/run.py --full         # every scenario and dimension table
-    python benchmarks/run.py --quick --smoke   # seconds per point, to check the harness
+    python benchmarks/run.py --smoke        # seconds per point (the quick plan): checks the harness
+    python benchmarks/run.py --smoke --tables deploy   # one table alone
 
 See benchmarks/README.md for what it measures and how to read the report.
 """
@@ -38,7 +39,8 @@ def _csv(text: str) -> list[str]:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="supervise vs its peers, side by side.")
-    which = p.add_mutually_exclusive_group(required=True)
+    # --smoke alone smokes the quick plan; otherwise one of these must be chosen.
+    which = p.add_mutually_exclusive_group()
     which.add_argument(
         "--render", type=Path, metavar="RESULTS.json", help="only redraw a report and its charts"
     )
@@ -69,13 +71,23 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=f"{sys.version_info.major}.{sys.version_info.minor}",
         help="Python version the servers run on outside the Python table",
     )
-    p.add_argument("--server-cpu", type=int, default=0)
-    p.add_argument("--load-cpu", type=int, default=1)
+    p.add_argument("--server-cpu", type=int, default=0, help="the pinned tables' server core")
+    p.add_argument("--load-cpu", type=int, default=1, help="the pinned tables' client core")
+    p.add_argument(
+        "--deploy-workers",
+        type=int,
+        help="workers per server in the deploy table (default: the cores this run may use)",
+    )
     p.add_argument("--out", type=Path, help="directory for results (default benchmarks/results)")
     p.add_argument("--upgrade-peers", action="store_true", help="pip install --upgrade the peers")
     p.add_argument("--no-charts", action="store_true")
     p.add_argument("--list", action="store_true", help="print the plan and its duration, then exit")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if not (args.render or args.quick or args.full or args.smoke):
+        p.error("one of --quick, --full, --smoke or --render is required")
+    if args.deploy_workers is not None and args.deploy_workers < 1:
+        p.error("--deploy-workers must be at least 1")
+    return args
 
 
 class Log:
@@ -114,8 +126,12 @@ def _servers_for(venv: peers.Venv, args, profile, log) -> tuple[list, dict]:
 
 def _estimate(points: list[plan.Point], ctx: runner.Context, repeats: int) -> float:
     per_server = 1.5 + ctx.warmup + len(ctx.levels) * (ctx.duration + 0.5)
-    count = sum(1 for p in points for s in ctx.servers[p.python] if plan.applicable(p, s))
-    return count * per_server + repeats * ctx.duration + 10
+    total = 0.0
+    for point in points:
+        count = sum(1 for s in ctx.servers[point.python] if plan.applicable(point, s))
+        # Several workers: the runner waits for the others to boot after the first answers.
+        total += count * (per_server + (2.0 if point.options.workers > 1 else 0.0))
+    return total + repeats * ctx.duration + 10
 
 
 def _stem(out: Path, host: str) -> str:
@@ -125,16 +141,20 @@ def _stem(out: Path, host: str) -> str:
     return stem
 
 
-def _noise_server(points: list[dict], candidates: dict) -> tuple[str, int] | None:
+def _noise_server(points: list[dict], candidates: dict) -> tuple[str, str, int] | None:
     """The fastest supervise worker on GET 4 B (else the fastest server): its spread is
-    the one that matters when reading supervise's ratios."""
-    for point in points:
-        if point["table"] == "main" and point["scenario"] == "get-4b":
-            ranked = [e for e in point["servers"].values() if e.get("best")]
-            ranked.sort(key=lambda e: (not e["supervise"], e["status"] != "ok", -e["best"]["rps"]))
-            for entry in ranked:
-                if entry["server"] in candidates:
-                    return entry["server"], entry["best"]["connections"]
+    the one that matters when reading supervise's ratios. From the pinned main table when
+    it ran, else from the deploy table. Returns (table, server, connections)."""
+    for table in ("main", "deploy"):
+        for point in points:
+            if point["table"] == table and point["scenario"] == "get-4b":
+                ranked = [e for e in point["servers"].values() if e.get("best")]
+                ranked.sort(
+                    key=lambda e: (not e["supervise"], e["status"] != "ok", -e["best"]["rps"])
+                )
+                for entry in ranked:
+                    if entry["server"] in candidates:
+                        return table, entry["server"], entry["best"]["connections"]
     return None
 
 
@@ -195,6 +215,10 @@ def main(argv: list[str]) -> int:
     stem = _stem(out, host)
     work = BENCH_DIR / ".work"
     log = Log(work / "logs" / stem / "run.log")
+    # The cores this run may use, read before the harness pins itself: the unpinned
+    # tables' servers and load generators run on all of them.
+    all_cpus = tuple(sorted(os.sched_getaffinity(0)))
+    deploy_workers = args.deploy_workers or len(all_cpus)
     # The harness shares the load core: it must never take time from the server's core.
     os.sched_setaffinity(0, {args.load_cpu})
 
@@ -218,7 +242,12 @@ def main(argv: list[str]) -> int:
     log("servers: " + ", ".join(s.name for s in available[args.python]))
     pythons = [v for v in args.pythons if v in venvs] if "python" in profile.tables else []
     points = plan.build(
-        profile, list(profile.scenarios), list(profile.tables), pythons, args.python
+        profile,
+        list(profile.scenarios),
+        list(profile.tables),
+        pythons,
+        args.python,
+        cores=deploy_workers,
     )
     ctx = runner.Context(
         venvs=venvs,
@@ -231,6 +260,7 @@ def main(argv: list[str]) -> int:
         logs=work / "logs" / stem,
         log=log,
         file_path=payload.ensure_file(),
+        all_cpus=all_cpus,
     )
     eta = _estimate(points, ctx, profile.noise_repeats) * args.rounds
     log(f"{len(points)} points, about {eta / 60:.0f} min")
@@ -257,9 +287,11 @@ def main(argv: list[str]) -> int:
     noise = None
     chosen = _noise_server(point_docs, {s.name: s for s in available[args.python]})
     if chosen and profile.noise_repeats > 1 and not interrupted:
+        table, name, level = chosen
         by_name = {s.name: s for s in available[args.python]}
-        base = plan.Point("main", plan.BY_NAME["get-4b"], args.python)
-        noise = runner.noise(base, by_name[chosen[0]], chosen[1], profile.noise_repeats, ctx)
+        base = next(p for p in points if p.table == table and p.scenario.name == "get-4b")
+        noise = runner.noise(base, by_name[name], level, profile.noise_repeats, ctx)
+        noise["table"] = table
 
     doc = {
         "meta": {
@@ -276,6 +308,9 @@ def main(argv: list[str]) -> int:
             "rounds": args.rounds,
             "server_cpu": args.server_cpu,
             "load_cpu": args.load_cpu,
+            "all_cpus": list(all_cpus),
+            "deploy_workers": deploy_workers,
+            "threads_per_gthread": servers.THREADS,
             "wrk_timeout": loadgen.WRK_TIMEOUT,
             "h2_streams": loadgen.H2_STREAMS,
         },

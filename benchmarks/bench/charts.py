@@ -27,6 +27,13 @@ def _entries(point: dict) -> list[dict]:
     return sorted(entries, key=lambda e: e["best"]["rps"])
 
 
+def _setup(point: dict) -> str:
+    opts = point["options"]
+    if point["table"] == "deploy":
+        return f"{opts['workers']} workers per server, server and client unpinned"
+    return "1 worker pinned to 1 core"
+
+
 def scenario_chart(point: dict, path: Path) -> None:
     entries = _entries(point)
     if not entries:
@@ -51,7 +58,7 @@ def scenario_chart(point: dict, path: Path) -> None:
     ax_mem.barh([i - 0.2 for i in y], idle, height=0.4, color=IDLE, label="idle")
     ax_mem.set_xlabel("RSS of the process tree (MiB)")
     ax_mem.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
-    fig.suptitle(f"{point['title']} — 1 worker on 1 core")
+    fig.suptitle(f"{point['title']} — {_setup(point)}")
     fig.tight_layout()
     fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
@@ -74,7 +81,8 @@ def dimension_chart(table: str, points: list[dict], path: Path) -> None:
     ax.set_xticks(range(len(servers)))
     ax.set_xticklabels(servers, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("requests/s")
-    ax.legend(fontsize=8)
+    # Outside the axes: with six variants an inside legend hides the tallest bars.
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.set_title(f"GET 4 B — {table}")
     fig.tight_layout()
     fig.savefig(path, dpi=100, bbox_inches="tight")
@@ -83,10 +91,13 @@ def dimension_chart(table: str, points: list[dict], path: Path) -> None:
 
 def _variant(point: dict) -> str:
     opts = point["options"]
+    mode = opts.get("runtime_mode")
+    n = opts.get("runtime_threads")
+    threads = f"{n} thread{'' if n == 1 else 's'}"
     return {
         "python": f"Python {point['python']}",
         "loops": str(opts.get("loop")),
-        "threads": f"{opts.get('runtime_threads')} threads",
+        "threads": f"{mode.upper()} {threads}" if mode else threads,
         "workers": f"{opts['workers']} worker{'s' if opts['workers'] > 1 else ''}",
     }.get(point["table"], point["scenario"])
 
@@ -102,12 +113,16 @@ def draw(results: Path, out_dir: Path) -> list[Path]:
         path = out_dir / f"{point['scenario']}.png"
         scenario_chart(point, path)
         written.append(path)
+    for point in by_table.get("deploy", []):
+        path = out_dir / f"deploy-{point['scenario']}.png"
+        scenario_chart(point, path)
+        written.append(path)
     one_worker = [p for p in by_table.get("main", []) if p["scenario"] == "get-4b"]
     if "workers" in by_table and one_worker:
         # The 1-worker bars come from the main table's run of the same scenario.
         by_table["workers"] = [{**one_worker[0], "table": "workers"}, *by_table["workers"]]
     for table, points in by_table.items():
-        if table != "main":
+        if table not in ("main", "deploy"):
             path = out_dir / f"dim-{table}.png"
             dimension_chart(table, points, path)
             written.append(path)

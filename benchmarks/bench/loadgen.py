@@ -1,4 +1,5 @@
-"""Load generators pinned to the load core: wrk (HTTP/1.1), h2load (HTTP/2), wsload (WebSocket).
+"""Load generators on the load core (every core in unpinned tables): wrk (HTTP/1.1),
+h2load (HTTP/2), wsload (WebSocket).
 
 Each returns the same `Load` record, with the counts that tell whether the figure can be
 trusted (non-2xx responses, socket errors, short responses) next to the throughput.
@@ -107,8 +108,11 @@ def _from_json(tool: str, connections: int, output: str) -> Load:
     )
 
 
-def _pinned(cpu: int, cmd: list[str]) -> list[str]:
-    return ["taskset", "-c", str(cpu), *cmd]
+def _pinned(cpus: str, cmd: list[str]) -> list[str]:
+    """`cpus` is a taskset list: "1" (the load core) or every core (unpinned tables). The
+    harness itself is pinned to the load core and children inherit that, so unpinned
+    means naming every core, not leaving taskset out."""
+    return ["taskset", "-c", cpus, *cmd]
 
 
 def _execute(cmd: list[str], duration: float) -> tuple[str, str]:
@@ -121,8 +125,8 @@ def _execute(cmd: list[str], duration: float) -> tuple[str, str]:
     return done.stdout, ""
 
 
-def wrk(url: str, scenario: Scenario, connections: int, duration: float, cpu: int) -> Load:
-    cmd = _pinned(cpu, ["wrk", "-t1", f"-c{connections}", f"-d{duration:g}s"])
+def wrk(url: str, scenario: Scenario, connections: int, duration: float, cpus: str) -> Load:
+    cmd = _pinned(cpus, ["wrk", "-t1", f"-c{connections}", f"-d{duration:g}s"])
     cmd += ["--timeout", WRK_TIMEOUT, "-s", str(WRK_SCRIPT), url, "--", scenario.method]
     if scenario.method == "POST":
         cmd.append(str(scenario.body_size))
@@ -173,9 +177,9 @@ def parse_h2load(output: str, connections: int) -> Load:
     return load
 
 
-def h2load(url: str, scenario: Scenario, connections: int, duration: float, cpu: int) -> Load:
+def h2load(url: str, scenario: Scenario, connections: int, duration: float, cpus: str) -> Load:
     clients = max(1, connections // H2_STREAMS)
-    cmd = _pinned(cpu, ["h2load", "-t1", "-c", str(clients), "-m", str(H2_STREAMS)])
+    cmd = _pinned(cpus, ["h2load", "-t1", "-c", str(clients), "-m", str(H2_STREAMS)])
     cmd += ["-D", f"{duration:g}"]
     if scenario.method == "POST":
         body = BENCH_DIR / ".work" / f"h2-body-{scenario.body_size}.bin"
@@ -189,9 +193,9 @@ def h2load(url: str, scenario: Scenario, connections: int, duration: float, cpu:
 
 
 def wsload(
-    url: str, scenario: Scenario, connections: int, duration: float, cpu: int, python: str
+    url: str, scenario: Scenario, connections: int, duration: float, cpus: str, python: str
 ) -> Load:
-    cmd = _pinned(cpu, [python or sys.executable, str(WSLOAD), url])
+    cmd = _pinned(cpus, [python or sys.executable, str(WSLOAD), url])
     cmd += ["--connections", str(connections), "--duration", f"{duration:g}"]
     out, problem = _execute([*cmd, "--mode", scenario.ws_mode], duration)
     load = _from_json("wsload", connections, out)
@@ -205,27 +209,27 @@ def _children_cpu() -> float:
 
 
 def run(
-    base: str, scenario: Scenario, connections: int, duration: float, cpu: int, python: str
+    base: str, scenario: Scenario, connections: int, duration: float, cpus: str, python: str
 ) -> Load:
     """One load of `duration` seconds at `connections` against the server at `base`."""
     # Load generators run one at a time as our children: the children's CPU time around
     # one run is that load generator's.
     before = _children_cpu()
-    load = _dispatch(base, scenario, connections, duration, cpu, python)
+    load = _dispatch(base, scenario, connections, duration, cpus, python)
     if load.duration_s:
         load.client_cpu_pct = (_children_cpu() - before) / load.duration_s * 100
     return load
 
 
 def _dispatch(
-    base: str, scenario: Scenario, connections: int, duration: float, cpu: int, python: str
+    base: str, scenario: Scenario, connections: int, duration: float, cpus: str, python: str
 ) -> Load:
     if scenario.protocol == "ws":
         url = base.replace("http://", "ws://") + scenario.path
-        return wsload(url, scenario, connections, duration, cpu, python)
+        return wsload(url, scenario, connections, duration, cpus, python)
     if scenario.protocol == "h2":
-        return h2load(base + scenario.path, scenario, connections, duration, cpu)
-    load = wrk(base + scenario.path, scenario, connections, duration, cpu)
+        return h2load(base + scenario.path, scenario, connections, duration, cpus)
+    load = wrk(base + scenario.path, scenario, connections, duration, cpus)
     expected = scenario.expected_body()
     if load.requests and expected is not None and load.bytes_per_request < len(expected):
         load.problem = load.problem or (

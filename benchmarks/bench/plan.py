@@ -10,15 +10,21 @@ from bench.servers import Options, Server
 
 PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 LOOPS = ("asyncio", "uvloop", "rloop")
-RUNTIME_THREADS = (1, 2)
+RUNTIME_MODES = ("st", "mt")
+RUNTIME_THREADS = (1, 2, 4)
+# The deploy table's scenarios: the ones the project's throughput targets name.
+DEPLOY_SCENARIOS = ("get-4b", "post-10k", "json")
 
-# Each dimension table varies one thing on the GET 4 B scenario, as Granian's tables do.
+# `main` is the pinned one-worker table (per-core cost); `deploy` runs the way users
+# deploy (workers = cores, nothing pinned); each dimension table varies one thing on the
+# GET 4 B scenario, pinned, as Granian's tables do.
 TABLES = {
-    "main": "one worker, each server's default configuration",
+    "main": "pinned, one worker: each server's default configuration (per-core cost)",
+    "deploy": "workers = cores, server and load generator unpinned (what users get)",
     "workers": "2 worker processes (both on the one server core)",
     "python": "Python versions",
     "loops": "event loops (ASGI and RSGI servers)",
-    "threads": "runtime threads (RSGI servers)",
+    "threads": "runtime mode and threads (RSGI servers)",
 }
 
 
@@ -68,11 +74,26 @@ class Point:
 
 
 def build(
-    profile: Profile, scenarios: list[str], tables: list[str], pythons: list[str], default_py: str
+    profile: Profile,
+    scenarios: list[str],
+    tables: list[str],
+    pythons: list[str],
+    default_py: str,
+    *,
+    cores: int = 2,
 ) -> list[Point]:
+    """The plan's points; `cores` is the deploy table's worker count (the cores the
+    servers may use)."""
     points: list[Point] = []
     if "main" in tables:
         points += [Point("main", BY_NAME[name], default_py) for name in scenarios]
+    if "deploy" in tables:
+        deploy = Options(workers=cores, pinned=False)
+        points += [
+            Point("deploy", BY_NAME[name], default_py, deploy)
+            for name in DEPLOY_SCENARIOS
+            if name in scenarios
+        ]
     base = BY_NAME["get-4b"]
     if "workers" in tables:
         points.append(Point("workers", base, default_py, Options(workers=2)))
@@ -82,7 +103,9 @@ def build(
         points += [Point("loops", base, default_py, Options(loop=loop)) for loop in LOOPS]
     if "threads" in tables:
         points += [
-            Point("threads", base, default_py, Options(runtime_threads=n)) for n in RUNTIME_THREADS
+            Point("threads", base, default_py, Options(runtime_threads=n, runtime_mode=mode))
+            for mode in RUNTIME_MODES
+            for n in RUNTIME_THREADS
         ]
     return points
 
@@ -101,7 +124,7 @@ def applicable(point: Point, server: Server) -> bool:
         return async_server and (bool(server.loops) or server.is_supervise)
     if point.table == "threads":
         return server.interface == "rsgi" and (server.runtime_threads or server.is_supervise)
-    if point.table == "workers":
+    if point.table in ("workers", "deploy"):
         return server.multi_worker
     return point.options == Options()
 

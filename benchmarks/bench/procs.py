@@ -1,4 +1,4 @@
-"""Start a server pinned to one core, wait until it listens, measure its memory, stop it."""
+"""Start a server on its cores, wait until it listens, measure its memory, stop it."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -18,13 +19,21 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start(cmd: list[str], *, cpu: int, cwd: Path, env: dict[str, str], log: Path):
-    """Launch under `taskset` so every process the server forks inherits the same core."""
+def cpu_list(cpus: Iterable[int]) -> str:
+    """A taskset CPU list: "0" or "0,1"."""
+    return ",".join(str(c) for c in sorted(cpus))
+
+
+def start(cmd: list[str], *, cpus: str, cwd: Path, env: dict[str, str], log: Path):
+    """Launch under `taskset -c CPUS` so every process the server forks inherits the same
+    cores: one core for the pinned tables, every core the harness may use for the
+    unpinned ones (named explicitly: the harness's own affinity is the load core, which
+    children would otherwise inherit)."""
     out = log.open("wb")
     # A session of its own: stopping the server signals its whole process group, workers
     # included, and never the harness.
     proc = subprocess.Popen(
-        ["taskset", "-c", str(cpu), *cmd],
+        ["taskset", "-c", cpus, *cmd],
         cwd=cwd,
         env=env,
         stdin=subprocess.DEVNULL,

@@ -76,14 +76,16 @@ def _table(point: dict) -> list[str]:
 
 
 def ratios(point: dict) -> list[dict]:
-    """supervise worker vs the best clean peer of its interface, and the best of all."""
+    """supervise worker vs the best clean peer of its interface, the best of all, and
+    Granian on the same interface (the peer the project's targets name)."""
     clean = [e for e in point["servers"].values() if e.get("best") and e["status"] == "ok"]
     peers = [e for e in clean if not e["supervise"]]
     out = []
     for sup in (e for e in point["servers"].values() if e["supervise"] and e.get("best")):
         same = [p for p in peers if p["interface"] == sup["interface"]]
+        granian = [p for p in same if p["server"] == f"granian-{sup['interface']}"]
         row = {"server": sup["server"], "rps": sup["best"]["rps"], "clean": sup["status"] == "ok"}
-        for key, pool in (("interface", same), ("overall", peers)):
+        for key, pool in (("interface", same), ("overall", peers), ("granian", granian)):
             if pool:
                 top = max(pool, key=lambda p: p["best"]["rps"])
                 row[key] = (
@@ -120,6 +122,74 @@ def _summary(points: list[dict]) -> list[str]:
     return lines
 
 
+def versus_pinned(point: dict, main: list[dict]) -> dict[str, tuple[float, float]]:
+    """Per server: (pinned one-worker RPS, unpinned / pinned) for a deploy-table point,
+    from the main table's run of the same scenario in the same report. Clean runs only."""
+    same = [
+        m for m in main if m["scenario"] == point["scenario"] and m["python"] == point["python"]
+    ]
+    if not same:
+        return {}
+    pinned = same[0]["servers"]
+    out = {}
+    for name, entry in point["servers"].items():
+        base = pinned.get(name)
+        if not (entry.get("best") and base and base.get("best")):
+            continue
+        if entry["status"] != "ok" or base["status"] != "ok" or not base["best"]["rps"]:
+            continue
+        out[name] = (base["best"]["rps"], entry["best"]["rps"] / base["best"]["rps"])
+    return out
+
+
+def _deploy_summary(points: list[dict], main: list[dict]) -> list[str]:
+    lines = [
+        "| Scenario | supervise worker | RPS | vs Granian, same interface "
+        "| vs best peer, same interface | vs itself pinned, 1 worker |",
+        "|---|---|--:|---|---|---|",
+    ]
+    for point in points:
+        pinned = versus_pinned(point, main)
+        for row in ratios(point):
+            if row["server"] in pinned:
+                rps, ratio = pinned[row["server"]]
+                own = f"{ratio:.2f}x ({_num(rps)})"
+            else:
+                own = "— (not in the main table of this run)" if not main else "—"
+            lines.append(
+                f"| {point['scenario']} | {row['server']} | {_num(row['rps'])} "
+                f"| {_ratio_cell(row, 'granian')} | {_ratio_cell(row, 'interface')} | {own} |"
+            )
+    if len(lines) == 2:
+        lines.append("| — | no supervise worker class served any scenario | | | | |")
+    return lines
+
+
+def _deploy_pivot(points: list[dict], main: list[dict]) -> list[str]:
+    """Every server, every deploy scenario, with its ratio to its own pinned run."""
+    names: list[str] = []
+    for point in points:
+        names += [n for n, e in point["servers"].items() if e.get("best") and n not in names]
+    pinned = [versus_pinned(p, main) for p in points]
+    lines = [
+        "| Server | " + " | ".join(f"`{p['scenario']}`" for p in points) + " |",
+        "|---|" + "--:|" * len(points),
+    ]
+    for name in names:
+        cells = []
+        for point, against in zip(points, pinned, strict=True):
+            entry = point["servers"].get(name)
+            if not (entry and entry.get("best")):
+                cells.append("—")
+                continue
+            mark = "" if entry["status"] == "ok" else " ⚠"
+            ratio = f" ({against[name][1]:.2f}x pinned)" if name in against else ""
+            cells.append(f"{_num(entry['best']['rps'])}{mark}{ratio}")
+        shown = f"**{name}**" if name.startswith("supervise") else name
+        lines.append(f"| {shown} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def _variant(point: dict) -> str:
     opts = point["options"]
     if point["table"] == "python":
@@ -127,7 +197,12 @@ def _variant(point: dict) -> str:
     if point["table"] == "loops":
         return f"loop: {opts['loop']}"
     if point["table"] == "threads":
-        return f"runtime threads: {opts['runtime_threads']}"
+        n = opts["runtime_threads"]
+        mode = opts.get("runtime_mode")
+        threads = f"{n} thread{'s' if n != 1 else ''}"
+        return f"{mode.upper()}, {threads}" if mode else f"runtime threads: {n}"
+    if point["table"] == "deploy":
+        return f"{point['title']}, {opts['workers']} workers unpinned"
     if point["table"] == "workers":
         return f"{opts['workers']} worker{'s' if opts['workers'] > 1 else ''}"
     return point["title"]
@@ -173,16 +248,37 @@ def _memory(point: dict) -> list[str]:
     return lines
 
 
+def _deploy_workers(doc: dict) -> int | None:
+    for point in doc["points"]:
+        if point["table"] == "deploy":
+            return point["options"]["workers"]
+    return None
+
+
+def _cores(meta: dict) -> str:
+    cpus = meta.get("all_cpus")
+    return ",".join(map(str, cpus)) if cpus else "every core"
+
+
 def _machine(doc: dict) -> list[str]:
     m = doc["machine"]
     meta = doc["meta"]
     tools = ", ".join(f"{k}: {v}" for k, v in doc["tools"].items())
     pythons = ", ".join(sorted(doc["versions"]))
-    return [
+    lines = [
         f"- Host: `{m['host']}`, {m['cores']} cores, {m['cpu']}, {m['memory_gib']} GiB, "
         f"kernel {m['kernel']}, virtualisation: {m['virtualisation']}, governor: {m['governor']}",
-        f"- Pinning (`taskset`): every server's whole process tree on core {meta['server_cpu']}; "
-        f"the load generator (and this harness) on core {meta['load_cpu']}",
+        f"- Pinning (`taskset`), pinned tables: every server's whole process tree on core "
+        f"{meta['server_cpu']}; the load generator (and this harness) on core {meta['load_cpu']}",
+    ]
+    workers = _deploy_workers(doc)
+    if workers:
+        lines.append(
+            f"- Deploy table: {workers} workers per server; server and load generator both "
+            f"free on cores {_cores(meta)} (the scheduler places them; the harness stays on "
+            f"core {meta['load_cpu']})"
+        )
+    lines += [
         f"- Load generators: {tools}; wsload (in this suite, Python + uvloop) for WebSocket. "
         f"wrk: 1 thread, `--timeout {meta['wrk_timeout']}`; h2load: 1 thread, "
         f"{meta['h2_streams']} streams per connection (connections = level / streams)",
@@ -192,6 +288,35 @@ def _machine(doc: dict) -> list[str]:
         f"c = {', '.join(map(str, meta['levels']))}, {meta['rounds']} round(s); best clean "
         "level kept",
     ]
+    return lines
+
+
+def _which_tables(doc: dict) -> list[str]:
+    """Two ways of running that answer different questions; every section says which."""
+    meta = doc["meta"]
+    tables = {p["table"] for p in doc["points"]}
+    pinned = sorted(tables - {"deploy"})
+    lines = []
+    if pinned:
+        lines.append(
+            "- **Pinned, one worker: per-core cost** (the main table"
+            + (" and the dimension tables" if set(pinned) - {"main"} else "")
+            + f"). Each server runs 1 worker process with its whole process tree pinned to "
+            f"core {meta['server_cpu']}, and the load generator has core {meta['load_cpu']} "
+            "to itself: what one core of server buys, comparable across servers, but not "
+            "what a deployment gets."
+        )
+    workers = _deploy_workers(doc)
+    if workers:
+        lines.append(
+            f"- **Deploy: workers = cores ({workers}), unpinned: what users get**. Each "
+            f"server runs {workers} workers as users deploy it, and neither the server nor "
+            f"the load generator is pinned (cores {_cores(meta)}). The load generator (wrk, "
+            "1 thread) then competes with the server for the same cores: on 2 cores it can "
+            "take one of them, so these figures are not the pinned figure times the "
+            "workers, and the scheduler's placement adds noise of its own."
+        )
+    return lines
 
 
 def _noise(doc: dict) -> list[str]:
@@ -201,18 +326,75 @@ def _noise(doc: dict) -> list[str]:
     if "problem" in n:
         return [f"The repeated point could not be measured: {n['problem']}"]
     figures = ", ".join(_num(f) for f in n["rps"])
+    where = {
+        "main": " (pinned, 1 worker)",
+        "deploy": " (deploy table: workers = cores, unpinned)",
+    }.get(n.get("table", "main"), "")
     return [
-        f"`{n['scenario']}` on {n['server']} at c={n['connections']}, {len(n['rps'])} runs of "
+        f"`{n['scenario']}`{where} on {n['server']} at c={n['connections']}, "
+        f"{len(n['rps'])} runs of "
         f"{n['duration_s']:g} s on one server start: {figures} RPS. Spread (max - min) / median "
         f"= **{n['spread_pct']:.1f}%**, standard deviation {n['stdev_pct']:.1f}% of the median. "
         "Differences smaller than the spread are noise."
     ]
 
 
+def _legend() -> str:
+    return (
+        "Ratio of supervise's best clean throughput to a clean peer's in the same run "
+        "(> 1 means supervise is faster). ⚠ marks figures with errors; † in the tables marks "
+        f"runs whose load generator used over {CLIENT_BOUND_PCT:.0f}% of a core, where the "
+        "figure is a lower bound for the server."
+    )
+
+
+def _deploy_section(deploy: list[dict], main: list[dict], chart_dir: str) -> list[str]:
+    workers = deploy[0]["options"]["workers"]
+    out = [
+        f"## Deploy: {workers} workers = cores, unpinned (what users get)",
+        "",
+        f"Every server that can run several workers, with {workers} of them; server and "
+        "load generator unpinned. The client competes with the server for the cores, so "
+        "read these figures against each other, not against the pinned tables. gthread "
+        "keeps its threads per worker (see the command lines).",
+        "",
+        "### supervise against Granian and the best peer",
+        "",
+        _legend() + " The last column divides this table's figure by the same worker's pinned "
+        "one-worker figure (main table, same scenario, same run).",
+        "",
+        *_deploy_summary(deploy, main),
+        "",
+        "### Every server: RPS, and its ratio to its own pinned one-worker run",
+        "",
+        *_deploy_pivot(deploy, main),
+        "",
+    ]
+    for point in deploy:
+        out += [f"### {point['title']} (`{point['scenario']}`): {workers} workers, unpinned", ""]
+        out += [f"![deploy {point['scenario']}]({chart_dir}/deploy-{point['scenario']}.png)", ""]
+        out += [*_table(point), ""]
+    return out
+
+
+def _commands(points: list[dict], table: str) -> list[str]:
+    out, seen = [], set()
+    for point in points:
+        if point["table"] != table:
+            continue
+        for entry in point["servers"].values():
+            if entry["command"] and entry["server"] not in seen:
+                seen.add(entry["server"])
+                note = f" ({entry['note']})" if entry.get("note") else ""
+                out.append(f"- {entry['server']}{note}: `{' '.join(entry['command'])}`")
+    return out
+
+
 def render(doc: dict, chart_dir: str) -> str:
     meta = doc["meta"]
     points = doc["points"]
     main = [p for p in points if p["table"] == "main"]
+    deploy = [p for p in points if p["table"] == "deploy"]
     out = [f"# supervise benchmarks — {meta['date']}, {doc['machine']['host']}", ""]
     if meta.get("smoke"):
         out += [
@@ -229,6 +411,10 @@ def render(doc: dict, chart_dir: str) -> str:
         f"supervise: commit `{src.get('commit', '?')[:12]}`, local edits: "
         f"{src.get('dirty', '?')}, source digest `{src.get('digest', '?')}`.",
         "",
+        "## Which table is which",
+        "",
+        *_which_tables(doc),
+        "",
         "## Machine",
         "",
         *_machine(doc),
@@ -237,20 +423,20 @@ def render(doc: dict, chart_dir: str) -> str:
         "",
         *_noise(doc),
         "",
-        "## supervise against the best peer",
-        "",
-        "Ratio of supervise's best clean throughput to the best clean peer's in the same run "
-        "(> 1 means supervise is faster). ⚠ marks figures with errors; † in the tables marks "
-        f"runs whose load generator used over {CLIENT_BOUND_PCT:.0f}% of its core, where the "
-        "figure is a lower bound for the server.",
-        "",
-        *_summary(main),
-        "",
     ]
+    if main:
+        out += [
+            "## supervise against the best peer: pinned, one worker (per-core cost)",
+            "",
+            _legend(),
+            "",
+            *_summary(main),
+            "",
+        ]
     memory = [p for p in main if p["scenario"] == "get-4b"]
     if memory:
         out += [
-            "## Memory",
+            "## Memory (pinned, one worker)",
             "",
             "GET 4 B run: RSS summed over the process tree (what `ps` "
             "shows); PSS splits shared pages between processes, so forked workers are not "
@@ -259,11 +445,13 @@ def render(doc: dict, chart_dir: str) -> str:
         ]
         out += [*_memory(memory[0]), ""]
     for point in main:
-        out += [f"## {point['title']} (`{point['scenario']}`)", ""]
+        out += [f"## {point['title']} (`{point['scenario']}`): pinned, 1 worker", ""]
         out += [f"![{point['scenario']}]({chart_dir}/{point['scenario']}.png)", ""]
         out += [*_table(point), ""]
+    if deploy:
+        out += _deploy_section(deploy, main, chart_dir)
     for table, title in TABLES.items():
-        if table == "main":
+        if table in ("main", "deploy"):
             continue
         group = [p for p in points if p["table"] == table]
         if not group:
@@ -273,12 +461,20 @@ def render(doc: dict, chart_dir: str) -> str:
         if table == "workers" and one_worker:
             # The 1-worker column comes from the main table's run of the same scenario.
             summary = [{**one_worker[0], "table": "workers"}, *group]
-        out += [f"## Dimension: {title}", ""]
+        out += [f"## Dimension (pinned): {title}", ""]
         if table == "workers":
             out += [
                 "The machine has 2 cores: both workers share the one server core, so this "
                 "table shows the cost of a second process rather than a second core. The "
                 "1-worker column is the GET 4 B run of the main table.",
+                "",
+            ]
+        if table == "threads":
+            out += [
+                "One worker process pinned to the server core, whatever its thread count: "
+                "ST runs one single-threaded tokio runtime per thread (each accepting), MT "
+                "one work-stealing runtime with that many threads. The app runs on the "
+                "worker's one Python thread either way.",
                 "",
             ]
         out += [f"![{table}]({chart_dir}/dim-{table}.png)", "", "RPS:", ""]
@@ -294,15 +490,16 @@ def render(doc: dict, chart_dir: str) -> str:
         for name, why in servers.items():
             out.append(f"- Not run on Python {py}: {name} ({why})")
     out += ["", "## Command lines", ""]
-    seen = set()
-    for point in points:
-        for entry in point["servers"].values():
-            if entry["command"] and entry["server"] not in seen and point["table"] == "main":
-                seen.add(entry["server"])
-                note = f" ({entry['note']})" if entry.get("note") else ""
-                out.append(f"- {entry['server']}{note}: `{' '.join(entry['command'])}`")
+    pinned_cmds = _commands(points, "main")
+    if pinned_cmds:
+        out += ["Pinned, one worker (main table):", "", *pinned_cmds, ""]
+    deploy_cmds = _commands(points, "deploy")
+    if deploy_cmds:
+        out += ["Deploy table (workers = cores, unpinned):", "", *deploy_cmds, ""]
+    threads_cmds = [c for p in points if p["table"] == "threads" for c in _commands([p], "threads")]
+    if threads_cmds:
+        out += ["Runtime mode and threads table:", "", *threads_cmds, ""]
     out += [
-        "",
         "Ports vary per run; servers ran from `benchmarks/` with the apps in `benchmarks/apps/`.",
         "",
     ]

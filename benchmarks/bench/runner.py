@@ -1,9 +1,10 @@
 """Run the plan: for each point, every applicable server in turn on the same machine.
 
-Each server gets: a pinned start, one verified request, idle memory, a warm-up, then a
-load per concurrency level with peak memory sampled, and a second verification after
-the load. The best level counts, but only among error-free levels; a server whose every
-level had errors is marked, never ranked as if clean.
+Each server gets: a start on its cores (one core, or every core in unpinned tables), one
+verified request, idle memory, a warm-up, then a load per concurrency level with peak
+memory sampled, and a second verification after the load. The best level counts, but
+only among error-free levels; a server whose every level had errors is marked, never
+ranked as if clean.
 """
 
 from __future__ import annotations
@@ -33,7 +34,16 @@ class Context:
     log: object  # callable(str)
     start_timeout: float = 60.0
     file_path: str = ""
+    # Every core the harness may use: where unpinned servers and load generators run.
+    all_cpus: tuple[int, ...] = ()
     results: dict[str, dict] = field(default_factory=dict)
+
+    def placement(self, point: Point) -> tuple[str, str]:
+        """taskset CPU lists for the server and the load generator of this point."""
+        if point.options.pinned:
+            return str(self.server_cpu), str(self.load_cpu)
+        every = procs.cpu_list(self.all_cpus or range(os.cpu_count() or 1))
+        return every, every
 
 
 def _env(venv: Venv, ctx: Context) -> dict[str, str]:
@@ -99,7 +109,9 @@ def _run_server(point: Point, server: Server, ctx: Context, entry: dict, rnd: in
         return
     entry["command"] = [Path(cmd[0]).name, *cmd[1:]]
     logfile = ctx.logs / f"{point.key.replace('/', '_')}-{server.name}-r{rnd}.log"
-    proc = procs.start(cmd, cpu=ctx.server_cpu, cwd=BENCH_DIR, env=_env(venv, ctx), log=logfile)
+    server_cpus, load_cpus = ctx.placement(point)
+    entry["cpus"] = {"server": server_cpus, "load": load_cpus}
+    proc = procs.start(cmd, cpus=server_cpus, cwd=BENCH_DIR, env=_env(venv, ctx), log=logfile)
     try:
         if not procs.wait_listening(proc, port, ctx.start_timeout):
             entry.update(status="failed", reason=f"did not start: {_tail(logfile)}")
@@ -117,11 +129,11 @@ def _run_server(point: Point, server: Server, ctx: Context, entry: dict, rnd: in
         entry["memory_idle"] = _min_memory(entry["memory_idle"], idle)
         base = f"http://{HOST}:{port}"
         if ctx.warmup > 0:
-            loadgen.run(base, scenario, max(ctx.levels), ctx.warmup, ctx.load_cpu, venv.python)
+            loadgen.run(base, scenario, max(ctx.levels), ctx.warmup, load_cpus, venv.python)
         for level in ctx.levels:
             sampler = procs.MemorySampler(proc.pid)
             sampler.start()
-            load = loadgen.run(base, scenario, level, ctx.duration, ctx.load_cpu, venv.python)
+            load = loadgen.run(base, scenario, level, ctx.duration, load_cpus, venv.python)
             peak = sampler.finish()
             entry["memory_load"] = _max_memory(entry["memory_load"], peak)
             run = load.to_dict()
@@ -224,16 +236,17 @@ def noise(point: Point, server: Server, level: int, repeats: int, ctx: Context) 
     port = procs.free_port()
     cmd = server.command(venv, port, point.options)
     logfile = ctx.logs / f"noise-{server.name}.log"
-    proc = procs.start(cmd, cpu=ctx.server_cpu, cwd=BENCH_DIR, env=_env(venv, ctx), log=logfile)
+    server_cpus, load_cpus = ctx.placement(point)
+    proc = procs.start(cmd, cpus=server_cpus, cwd=BENCH_DIR, env=_env(venv, ctx), log=logfile)
     figures: list[float] = []
     try:
         if not procs.wait_listening(proc, port, ctx.start_timeout) or _verify(port, point, venv):
             return {"server": server.name, "problem": f"could not start: {_tail(logfile)}"}
         base = f"http://{HOST}:{port}"
         if ctx.warmup > 0:
-            loadgen.run(base, point.scenario, level, ctx.warmup, ctx.load_cpu, venv.python)
+            loadgen.run(base, point.scenario, level, ctx.warmup, load_cpus, venv.python)
         for _ in range(repeats):
-            load = loadgen.run(base, point.scenario, level, ctx.duration, ctx.load_cpu, venv.python)
+            load = loadgen.run(base, point.scenario, level, ctx.duration, load_cpus, venv.python)
             figures.append(load.rps)
     finally:
         procs.stop(proc)

@@ -32,13 +32,21 @@ class Options:
     workers: int = 1
     loop: str | None = None
     runtime_threads: int | None = None
+    runtime_mode: str | None = None  # "st" | "mt": tokio runtime per thread, or one shared
+    # False: server and load generator may run on every core (the deploy table), as users
+    # run them; True: the server on its core, the load generator on another.
+    pinned: bool = True
 
     def label(self) -> str:
         parts = [f"{self.workers}w"]
         if self.loop:
             parts.append(self.loop)
+        if self.runtime_mode:
+            parts.append(self.runtime_mode)
         if self.runtime_threads:
             parts.append(f"{self.runtime_threads}rt")
+        if not self.pinned:
+            parts.append("unpinned")
         return " ".join(parts)
 
 
@@ -59,6 +67,7 @@ class Server:
     probe_features: bool = False  # try unlisted features and use them if they work
     loops: tuple[str, ...] = ()
     runtime_threads: bool = False
+    runtime_mode: bool = False  # accepts --runtime-mode st|mt
     multi_worker: bool = True
     quick: bool = False  # part of the --quick subset
     note: str = ""
@@ -74,6 +83,8 @@ class Server:
             raise Unsupported(f"cannot run on the {opts.loop} loop")
         if opts.runtime_threads and not self.runtime_threads:
             raise Unsupported("has no runtime threads setting")
+        if opts.runtime_mode and not self.runtime_mode:
+            raise Unsupported("has no runtime mode setting (st/mt)")
         return self.build(venv, port, opts)
 
 
@@ -85,6 +96,8 @@ def _granian(interface: str) -> Builder:
             cmd += ["--loop", opts.loop]
         if opts.runtime_threads:
             cmd += ["--runtime-threads", str(opts.runtime_threads)]
+        if opts.runtime_mode:
+            cmd += ["--runtime-mode", opts.runtime_mode]
         return [*cmd, APPS[interface]]
 
     return build
@@ -142,7 +155,7 @@ ALL_LOOPS = ("asyncio", "uvloop", "rloop")
 
 PEERS = [
     Server("granian-wsgi", "wsgi", "granian", _granian("wsgi"), frozenset({"h2"}),
-           loops=ALL_LOOPS, runtime_threads=True, quick=True),
+           loops=ALL_LOOPS, runtime_threads=True, runtime_mode=True, quick=True),
     Server("gunicorn-sync", "wsgi", "gunicorn", _gunicorn("sync", "wsgi"), quick=True),
     Server("gunicorn-gthread", "wsgi", "gunicorn",
            _gunicorn("gthread", "wsgi", "--threads", str(THREADS)), quick=True),
@@ -151,7 +164,7 @@ PEERS = [
            quick=True),
     Server("uwsgi", "wsgi", "uwsgi", _uwsgi),
     Server("granian-asgi", "asgi", "granian", _granian("asgi"), frozenset({"h2", "ws"}),
-           loops=ALL_LOOPS, runtime_threads=True, quick=True),
+           loops=ALL_LOOPS, runtime_threads=True, runtime_mode=True, quick=True),
     Server("uvicorn-httptools", "asgi", "uvicorn", _uvicorn("httptools"), frozenset({"ws"}),
            loops=("asyncio", "uvloop"), quick=True, note="httptools parser, uvloop"),
     Server("uvicorn-h11", "asgi", "uvicorn", _uvicorn("h11"), frozenset({"ws"}),
@@ -164,7 +177,7 @@ PEERS = [
            _gunicorn("uvicorn_worker.UvicornWorker", "asgi"), frozenset({"ws"}),
            note="Gunicorn arbiter + uvicorn-worker"),
     Server("granian-rsgi", "rsgi", "granian", _granian("rsgi"), frozenset({"h2", "ws"}),
-           loops=ALL_LOOPS, runtime_threads=True, quick=True),
+           loops=ALL_LOOPS, runtime_threads=True, runtime_mode=True, quick=True),
 ]  # fmt: skip
 
 
@@ -195,9 +208,10 @@ SUPERVISE_WORKERS = {
     "rsgi": WorkerClass("rsgi", "supervise.workers.rsgi", frozenset({"h2", "ws"})),
 }
 # The settings the loops / runtime-threads tables need; used once `supervise --help`
-# lists them (Granian's names, which the asgi/rsgi workers are expected to adopt).
+# lists them (Granian's names, which the asgi/rsgi workers adopted).
 LOOP_FLAG = "--loop"
 RUNTIME_THREADS_FLAG = "--runtime-threads"
+RUNTIME_MODE_FLAG = "--runtime-mode"
 
 
 def _supervise(kind: str, wc: WorkerClass) -> Builder:
@@ -207,6 +221,8 @@ def _supervise(kind: str, wc: WorkerClass) -> Builder:
             cmd += [LOOP_FLAG, opts.loop]
         if opts.runtime_threads:
             cmd += [RUNTIME_THREADS_FLAG, str(opts.runtime_threads)]
+        if opts.runtime_mode:
+            cmd += [RUNTIME_MODE_FLAG, opts.runtime_mode]
         return [*cmd, "-b", f"{HOST}:{port}", "--log-level", "warning", APPS[wc.interface]]
 
     return build
@@ -250,6 +266,7 @@ def supervise_servers(venv: Venv, log) -> list[Server]:
                 probe_features=True,
                 loops=ALL_LOOPS if async_worker and LOOP_FLAG in help_text else (),
                 runtime_threads=wc.interface == "rsgi" and RUNTIME_THREADS_FLAG in help_text,
+                runtime_mode=wc.interface == "rsgi" and RUNTIME_MODE_FLAG in help_text,
                 quick=True,
                 note=f"-k {kind} {' '.join(wc.extra)}".strip(),
             )
