@@ -48,8 +48,9 @@ def test_auto_spreads_the_workers_over_the_cores(start_server, any_worker) -> No
         lifecycle_app(any_worker),
     )  # fmt: skip
     pids = server.wait_workers(workers)
+    # A worker pins itself just after fork: the last one may be a moment behind.
+    wait_until(lambda: all(len(allowed(pid)) == 1 for pid in pids))
     cores = [allowed(pid) for pid in pids]
-    assert all(len(c) == 1 for c in cores), cores
     assert set().union(*cores) == set(CORES)
     assert allowed(server.pid) == set(CORES)  # the master is not pinned
 
@@ -61,7 +62,7 @@ def test_pinning_holds_across_hup_and_ttin(start_server) -> None:
     wait_until(lambda: (w := server.workers()) and first not in w and len(w) == 1)
     server.signal(signal.SIGTTIN)
     pids = server.wait_workers(2)
-    assert all(allowed(pid) == {CORES[0]} for pid in pids)
+    wait_until(lambda: all(allowed(pid) == {CORES[0]} for pid in pids))
 
 
 def test_off_leaves_workers_to_the_kernel(start_server) -> None:
