@@ -27,9 +27,18 @@ def request_line(scope: Any) -> str:
 
 
 def make_handler(
-    *, app: Any, log: Logger, access_log: bool
+    *,
+    app: Any,
+    log: Logger,
+    access_log: bool,
+    record: Callable[[int, float, int], None] | None = None,
 ) -> Callable[[Any, Any], Coroutine[Any, Any, None]]:
-    """``handler(scope, protocol)``: the coroutine the native server starts as a Task."""
+    """``handler(scope, protocol)``: the coroutine the native server starts as a Task.
+
+    ``record(status, seconds, body_bytes)`` is the worker's scoreboard recorder
+    when metrics are on. The body goes out in Rust, which does not report its
+    size yet: bytes are recorded as 0 until the server writes the slot itself.
+    """
     call = app_callable(app)
 
     def report(scope: Any, outcome: int) -> None:
@@ -57,18 +66,21 @@ def make_handler(
             if outcome:
                 report(scope, outcome)
 
-    if not access_log:
+    if not access_log and record is None:
         return handle
 
-    async def handle_logged(scope: Any, proto: Any) -> None:
+    async def handle_measured(scope: Any, proto: Any) -> None:
         started = perf_counter()
         try:
             await handle(scope, proto)
         finally:
             elapsed = perf_counter() - started
-            log.access(_AccessRecord(proto._status), None, _environ(scope), elapsed)
+            if record is not None:
+                record(proto._status, elapsed, 0)
+            if access_log:
+                log.access(_AccessRecord(proto._status), None, _environ(scope), elapsed)
 
-    return handle_logged
+    return handle_measured
 
 
 def _environ(scope: Any) -> dict[str, str]:

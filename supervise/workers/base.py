@@ -100,6 +100,11 @@ class Worker:
         self.state = ServeState()
         self._wakeup_w = -1
         self._last_ppid_check = 0.0
+        # Per-response figures (status, duration, body bytes) go to the scoreboard
+        # only when something reads them: a few shared-memory stores per request.
+        self.record: Callable[[int, float, int], None] | None = (
+            slot.record if metrics_enabled(cfg) else None
+        )
 
     def __str__(self) -> str:
         return f"<Worker {self.pid}>"
@@ -141,6 +146,7 @@ class Worker:
 
     def _init_process(self) -> None:
         self._set_proctitle()
+        self.log.count = self.slot.count_log
         random.seed()
         self._init_signals()
         self.patch()
@@ -358,11 +364,32 @@ class Worker:
         with contextlib.suppress(OSError):
             os.kill(self.ppid, signal.SIGCHLD)
 
+    def request_finished(self, status: int, seconds: float, sent: int) -> None:
+        """One response is complete: its figures (when metrics are on) and the count.
+
+        ``seconds`` is only read when ``record`` is set; a caller that does not
+        time requests otherwise passes 0.0.
+        """
+        record = self.record
+        if record is not None:
+            record(status, seconds, sent)
+        self.request_done()
+
     def set_active(self, count: int) -> None:
+        """Open connections (scoreboard)."""
         self.slot.set_active(count)
+
+    def set_in_flight(self, count: int) -> None:
+        """Requests being served now (scoreboard)."""
+        self.slot.set_in_flight(count)
 
     def run(self) -> None:
         raise NotImplementedError(f"{type(self).__name__} must implement run()")
+
+
+def metrics_enabled(cfg: Config) -> bool:
+    """Whether anything reads the per-response figures (Prometheus or statsd)."""
+    return bool(cfg.metrics_bind or cfg.statsd_host)
 
 
 def _as_signal_handler(action: Callable[[], None]) -> Callable[[int, Any], None]:

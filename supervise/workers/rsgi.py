@@ -64,7 +64,10 @@ class RsgiWorker(LoopWorker):
                 self.log.exception("The application's __rsgi_init__ failed")
                 raise SystemExit(APP_LOAD_ERROR) from None
         handler = make_handler(
-            app=self.app, log=self.log, access_log=bool(cfg.accesslog or cfg.logconfig_dict)
+            app=self.app,
+            log=self.log,
+            access_log=bool(cfg.accesslog or cfg.logconfig_dict),
+            record=self.record,
         )
         try:
             self.server = _native.RsgiServer(
@@ -114,6 +117,7 @@ class RsgiWorker(LoopWorker):
         self.notify()
         self._count_requests()
         self.set_active(self.server.connections())
+        self.set_in_flight(self.server.in_flight())
         self.loop.call_later(self.tick, self._tick)
 
     async def _serve(self) -> None:
