@@ -4,7 +4,7 @@ interface with the same routes:
 - ``/status/NNN``: that status, body "status NNN";
 - ``/bytes/N``: a body of N bytes;
 - ``/raise``: the app raises before responding (a 500, logged as an exception);
-- ``/grow?MB``: the worker keeps MB more MiB of touched memory;
+- ``/grow?MB``: the worker keeps MB more MiB of touched memory ("grew PID");
 - ``/pid``: the worker's pid; ``/sleep?S``: answer after S seconds;
 - anything else: "ok".
 """
@@ -27,7 +27,7 @@ def _route(path, query):
     if path == "/grow":
         # bytearray() zero-fills: every page is touched, so it is resident.
         HOARD.append(bytearray(int(query or "1") * 1024 * 1024))
-        return 200, b"grew"
+        return 200, b"grew %d" % os.getpid()
     if path == "/pid":
         return 200, str(os.getpid()).encode()
     return 200, b"ok"
