@@ -165,6 +165,7 @@ class MetricsHelper:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
             sock, self.sock = self.sock, None  # in_child() closes the master's sockets
             in_child()
+            self.log.count = None  # the master's log counters are the master's to write
             from supervise.metrics_server import serve
 
             serve(

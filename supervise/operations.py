@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 OPS_PERIOD = 1.0
 
 
+# Bound or started once per master: a HUP does not change them.
+RESTART_ONLY = ("metrics_bind", "statsd_host", "statsd_prefix", "dogstatsd_tags", "control_socket")
+
+
 def metrics_on(cfg: Config) -> bool:
     return bool(cfg.metrics_bind or cfg.statsd_host)
 
@@ -130,6 +134,12 @@ class Operations:
         """A reload applied ``cfg`` (or a failed one restored it): its recycling
         rules apply from now on; the sockets keep theirs until a restart."""
         self.recycler = Recycler(cfg, measure=metrics_on(cfg))
+        started = self.helper.cfg if self.helper is not None else None
+        for name in RESTART_ONLY:
+            if started is not None and getattr(cfg, name) != getattr(started, name):
+                self.arbiter.log.warning(
+                    "%s changed: it takes effect when the master restarts (USR2)", name
+                )
 
     def lifetime_deadline(self) -> float:
         return self.recycler.deadline(time.monotonic())

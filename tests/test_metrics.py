@@ -150,3 +150,35 @@ def test_a_metrics_address_in_use_is_one_line_and_exit_1(tmp_path):
     log = server.log()
     assert f"cannot bind metrics_bind 127.0.0.1:{port}: Address already in use" in log
     assert "Traceback" not in log
+
+
+def test_usr2_scrapes_describe_one_master_at_a_time(start_server, tmp_path):
+    """The old master answers scrapes until it exits; then the new one binds the address."""
+    address = f"127.0.0.1:{free_port()}"
+    pidfile = tmp_path / "app.pid"
+    server = start_server(ops_app("sync"), "--metrics-bind", address, "--pid", str(pidfile))
+    started = _baseline(address)["supervise_master_start_time_seconds"]
+    server.signal(signal.SIGUSR2)
+    server.wait_for_log("is still the old master's: serving metrics once it is free", timeout=30)
+    server.wait_for_log("Ready: 1 worker", count=2, timeout=30)  # the new master serves
+    assert scrape(address)["supervise_master_start_time_seconds"] == started
+    new = int(pidfile.read_text())
+    assert new != server.pid
+    server.signal(signal.SIGTERM)
+    assert server.proc.wait(30) == 0
+    after = wait_until(
+        lambda: (
+            (s := scrape_or_none(address))
+            and s["supervise_master_start_time_seconds"] != started
+            and s
+        )
+    )
+    assert after.value("supervise_workers", state="ready") == 1
+    os.kill(new, signal.SIGTERM)
+
+
+def scrape_or_none(address: str) -> Scrape | None:
+    try:
+        return scrape(address)
+    except httpx.TransportError:
+        return None  # between the old master's exit and the new one's bind
