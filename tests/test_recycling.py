@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import socket
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from conftest import wait_until
+from conftest import free_port, lifecycle_app, wait_until
 from keepalive_client import LoadResult, run_load
-from ops_helpers import ops_app
+from ops_helpers import ops_app, scrape
+from test_zero_loss import ABNORMAL, CONNECTIONS, JITTER, MAX_REQUESTS, _signals_along
 
 
 def _status(sock: Path) -> dict:
@@ -162,3 +164,68 @@ def test_workers_are_replaced_after_their_lifetime(start_server, worker, tmp_pat
         )
     assert result.requests > 0 and result.error_count == 0 and result.non_2xx == 0, result
     assert watch.samples > 0 and watch.fewest >= 2, f"capacity dropped: {watch.worst}"
+
+
+def test_no_request_lost_with_every_operation_on(start_server, any_worker, tmp_path):
+    """issue 14's scenario (recycling + HUP/TTIN/TTOU) with the metrics helper,
+    statsd, the control socket and memory checks all on, and a scraper and a
+    status poller running: the master's extra work must cost no request."""
+    sock, address = tmp_path / "ctl.sock", f"127.0.0.1:{free_port()}"
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as statsd:
+        statsd.bind(("127.0.0.1", 0))
+        server = start_server(
+            "-k",
+            any_worker,
+            "-w",
+            "2",
+            "--max-requests",
+            MAX_REQUESTS,
+            "--max-requests-jitter",
+            JITTER,
+            "--graceful-timeout",
+            "10",
+            "--metrics-bind",
+            address,
+            "--control-socket",
+            str(sock),
+            "--statsd-host",
+            f"127.0.0.1:{statsd.getsockname()[1]}",
+            "--max-worker-memory",
+            "1000",
+            lifecycle_app(any_worker),
+        )
+        watch = Watch(sock)
+        scrapes = threading.Event()
+
+        def scraper() -> None:
+            while not scrapes.is_set():
+                scrape(address)
+
+        thread = threading.Thread(target=scraper, daemon=True)
+        thread.start()
+        served = 0
+        try:
+            for round_ in range(3):
+                result = run_load(
+                    server.host,
+                    server.port,
+                    connections=CONNECTIONS,
+                    requests=10_000,
+                    time_limit=25,
+                    progress=_signals_along(server, 10_000),
+                )
+                assert result.error_count == 0, (round_, result.errors, result.samples)
+                assert result.non_2xx == 0 and result.requests > 0
+                served += result.requests
+        finally:
+            scrapes.set()
+            thread.join(10)
+            watch.stop()
+        # The figures are complete once the workers' last counts are in.
+        final = wait_until(
+            lambda: (s := scrape(address))["supervise_requests_total"] >= served and s
+        )
+        assert final.value("supervise_responses_total", status="2xx") >= served
+        assert server.stop(signal.SIGTERM) == 0
+    abnormal = [line for line in server.log().splitlines() if ABNORMAL.search(line)]
+    assert not abnormal, "\n".join(abnormal)

@@ -96,9 +96,11 @@ class RsgiWorker(LoopWorker):
         try:
             self.run_loop(self._serve())
         finally:
+            # Before close(): a closed server counts nothing, and the requests
+            # of the last tick would be lost.
+            self._count_requests()
             self.server.close()
             cancel_remaining(loop)
-            self._count_requests()
             loop.close()
 
     def _count_requests(self) -> None:
@@ -132,6 +134,7 @@ class RsgiWorker(LoopWorker):
             if server.drained() and not apps:
                 break
             await asyncio.sleep(0.05)
+        self._count_requests()
         server.close()
         delete = getattr(self.app, "__rsgi_del__", None)
         if delete is not None:
