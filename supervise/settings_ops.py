@@ -9,6 +9,7 @@ Gunicorn has the setting (statsd_host, statsd_prefix, dogstatsd_tags).
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from typing import Any
@@ -62,7 +63,8 @@ def _address(default_port: int | None, what: str) -> Check:
         if path is not None:
             if not path:
                 raise Invalid(f"{text!r}: unix: needs a path")
-            return text
+            # Absolute now: the master changes directory (--chdir) before binding.
+            return f"unix:{os.path.abspath(path)}"
         split_host_port(text, default_port)
         return text
 
@@ -102,7 +104,9 @@ def _socket_path(value: Any) -> str | None:
         raise Invalid(f"{value!r} is not a path")
     text = value.strip()
     path = unix_path(text)
-    return (path if path is not None else text) or None
+    path = path if path is not None else text
+    # Absolute now: the master changes directory (--chdir) before binding.
+    return os.path.abspath(path) if path else None
 
 
 SOCKET_PATH = Check("str or None", _socket_path)
