@@ -108,8 +108,6 @@ class ControlCommands:
         self._reply(
             conn, {"ok": True, "message": f"master {os.getpid()} stopping {how}"}, close=False
         )
-        if conn in self.reload_waiters:
-            self.reload_waiters.remove(conn)
         self.arbiter.log.info("Stop requested (supervise ctl, %s)", how)
         if graceful:
             self.arbiter.handle_term()
