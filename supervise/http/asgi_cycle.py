@@ -387,8 +387,10 @@ class RequestCycle:
         finally:
             ctx.in_flight -= 1
             ctx.request_done()
-            if ctx.record is not None:
-                ctx.record(self._final_status() or 0, perf_counter() - started, self._sent)
+            record = ctx.record
+            if record is not None:
+                status = self._status or (500 if self.response is _Complete else 0)
+                record(status, perf_counter() - started, self._sent)
             if ctx.access_log:
                 self._log_access(perf_counter() - started)
 

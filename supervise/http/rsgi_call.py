@@ -49,7 +49,17 @@ def make_handler(
         elif outcome == _CUT_OFF:
             log.exception("Error handling request %s (response cut off)", request_line(scope))
 
+    # Timed in the one coroutine: a wrapping one cost a frame per request.
+    measured = access_log or record is not None
+
+    def done(scope: Any, proto: Any, elapsed: float) -> None:
+        if record is not None:
+            record(proto._status, elapsed, 0)
+        if access_log:
+            log.access(_AccessRecord(proto._status), None, _environ(scope), elapsed)
+
     async def handle(scope: Any, proto: Any) -> None:
+        started = perf_counter() if measured else 0.0
         try:
             await call(scope, proto)
         except RSGIProtocolClosed:
@@ -65,22 +75,11 @@ def make_handler(
             outcome = proto._finish(False)
             if outcome:
                 report(scope, outcome)
-
-    if not access_log and record is None:
-        return handle
-
-    async def handle_measured(scope: Any, proto: Any) -> None:
-        started = perf_counter()
-        try:
-            await handle(scope, proto)
         finally:
-            elapsed = perf_counter() - started
-            if record is not None:
-                record(proto._status, elapsed, 0)
-            if access_log:
-                log.access(_AccessRecord(proto._status), None, _environ(scope), elapsed)
+            if measured:
+                done(scope, proto, perf_counter() - started)
 
-    return handle_measured
+    return handle
 
 
 def _environ(scope: Any) -> dict[str, str]:
