@@ -29,8 +29,19 @@ def _requests(server, paths: list[str]) -> int:
 
 def _baseline(address: str) -> Scrape:
     """The figures once the start-up probe (one GET from the test fixture) is counted."""
-    # rsgi counts finished requests from Rust at each tick (0.1 s): wait for it.
-    return wait_until(lambda: (s := scrape(address))["supervise_requests_total"] >= 1 and s)
+
+    # rsgi counts finished requests from Rust at each tick (0.1 s), and workers
+    # publish their response figures about once a second: wait for both.
+    def counted() -> Scrape | None:
+        s = scrape(address)
+        requests = s["supervise_requests_total"]
+        return (
+            s
+            if requests >= 1 and s["supervise_request_duration_seconds_count"] == requests
+            else None
+        )
+
+    return wait_until(counted)
 
 
 def _scrape_when(address: str, name: str, at_least: float, **labels: str) -> Scrape:
@@ -50,7 +61,9 @@ def test_a_scrape_shows_requests_statuses_durations_and_workers(start_server, an
     sent = _requests(server, paths)
     status, _, error_body = server.get("/raise")
     assert status == 500
-    after = _scrape_when(address, "supervise_requests_total", start + 7)
+    # Workers publish their response figures about once a second.
+    _scrape_when(address, "supervise_requests_total", start + 7)
+    after = _scrape_when(address, "supervise_request_duration_seconds_count", start + 7)
     assert after["supervise_requests_total"] == start + 7
     classes = after.labelled("supervise_responses_total", "status")
     old = before.labelled("supervise_responses_total", "status")
@@ -94,7 +107,8 @@ def test_counters_keep_what_replaced_workers_counted(start_server):
     exits = "supervise_worker_exits_total"
     # A retiring worker serves on until its replacement is ready: at this pace
     # one or two workers leave, taking their counts with them.
-    result = _scrape_when(address, exits, 1, cause="max_requests")
+    _scrape_when(address, exits, 1, cause="max_requests")
+    result = _scrape_when(address, "supervise_responses_total", total, status="2xx")
     assert result["supervise_requests_total"] == total
     assert result.value("supervise_responses_total", status="2xx") == total
     assert result["supervise_request_duration_seconds_count"] == total

@@ -223,9 +223,13 @@ def test_no_request_lost_with_every_operation_on(start_server, any_worker, tmp_p
             watch.stop()
         # The figures are complete once the workers' last counts are in.
         final = wait_until(
-            lambda: (s := scrape(address))["supervise_requests_total"] >= served and s
+            lambda: (
+                (s := scrape(address))["supervise_requests_total"] >= served
+                and s.value("supervise_responses_total", status="2xx") >= served
+                and s
+            )
         )
-        assert final.value("supervise_responses_total", status="2xx") >= served
+        assert final["supervise_request_duration_seconds_count"] >= served
         assert server.stop(signal.SIGTERM) == 0
     abnormal = [line for line in server.log().splitlines() if ABNORMAL.search(line)]
     assert not abnormal, "\n".join(abnormal)

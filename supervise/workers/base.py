@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from supervise import _native, loading
 from supervise.http.state import IDLE_GRACE_ON_STOP, ServeState
-from supervise.scoreboard import Slot, State
+from supervise.scoreboard import ResponseFigures, Slot, State
 
 if TYPE_CHECKING:
     import ssl
@@ -100,10 +100,11 @@ class Worker:
         self.state = ServeState()
         self._wakeup_w = -1
         self._last_ppid_check = 0.0
-        # Per-response figures (status, duration, body bytes) go to the scoreboard
-        # only when something reads them: a few shared-memory stores per request.
+        # Per-response figures (status, duration, body bytes), counted only when
+        # something reads them; published to the slot with the heartbeat.
+        self.figures = ResponseFigures(slot) if metrics_enabled(cfg) else None
         self.record: Callable[[int, float, int], None] | None = (
-            slot.record if metrics_enabled(cfg) else None
+            self.figures.record if self.figures is not None else None
         )
 
     def __str__(self) -> str:
@@ -133,6 +134,8 @@ class Worker:
             self.log.exception("Exception in worker process %s", self.pid)
             code = 1
         finally:
+            if self.figures is not None:
+                self.figures.publish()  # complete before the arbiter moves them
             self.slot.set_state(State.STOPPING)
         return code
 
@@ -331,11 +334,14 @@ class Worker:
 
     # -- used by run() ----------------------------------------------------------
     def notify(self) -> None:
-        """Stamp the heartbeat; stop serving when the arbiter is gone."""
+        """Stamp the heartbeat; once a second publish the response figures and
+        stop serving when the arbiter is gone."""
         self.slot.heartbeat()
         now = time.monotonic()
         if now - self._last_ppid_check >= 1.0:
             self._last_ppid_check = now
+            if self.figures is not None:
+                self.figures.publish()
             if os.getppid() != self.ppid:
                 self.log.info("Parent changed, shutting down: %s", self)
                 self.begin_stop()
