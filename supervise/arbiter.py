@@ -575,6 +575,7 @@ class Arbiter:
             return
         if not rec.term_sent:
             rec.term_sent = time.monotonic()
+            rec.worker.slot.set_state(State.STOPPING)  # for the metrics, at once
             self._kill(rec.pid, sig)
 
     def _kill_hard(self, rec: WorkerRecord) -> None:

@@ -91,6 +91,8 @@ class ControlCommands:
             self._fail(conn, f"no worker with pid {pid}")
         elif rec.stopping or rec.retiring:
             self._fail(conn, f"worker {pid} is already leaving")
+        elif not rec.ready:
+            self._fail(conn, f"worker {pid} is still booting")
         elif rec.generation != arbiter.generation:
             self._fail(conn, f"worker {pid} belongs to generation {rec.generation}, being replaced")
         else:
