@@ -20,6 +20,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from supervise import SERVER_SOFTWARE, loading, process, sockets, systemd
+from supervise.control import ControlError
+from supervise.helper import HelperError
+from supervise.operations import Operations
 from supervise.scoreboard import Scoreboard, State
 from supervise.signals import SignalQueue
 from supervise.workers import load_worker_class
@@ -45,9 +48,21 @@ class HaltServer(Exception):
 class WorkerRecord:
     """What the arbiter knows about one child: never anything it must ask the child."""
 
-    __slots__ = ("abort_sent", "generation", "killed", "pid", "ready", "term_sent", "worker")
+    __slots__ = (
+        "abort_sent",
+        "booted",
+        "cause",
+        "generation",
+        "killed",
+        "pid",
+        "ready",
+        "retire",
+        "retire_at",
+        "term_sent",
+        "worker",
+    )
 
-    def __init__(self, pid: int, worker: Worker) -> None:
+    def __init__(self, pid: int, worker: Worker, *, retire_at: float) -> None:
         self.pid = pid
         self.worker = worker
         self.generation = worker.generation
@@ -55,10 +70,20 @@ class WorkerRecord:
         self.term_sent = 0.0
         self.abort_sent = 0.0
         self.killed = False
+        self.booted = time.monotonic()
+        self.retire_at = retire_at  # --worker-lifetime
+        # Set when the arbiter wants it replaced (memory, lifetime, ctl retire):
+        # the same path as a worker that marked itself RETIRING at max_requests.
+        self.retire = ""
+        self.cause = ""  # why it was asked to leave (scoreboard.EXIT_CAUSES)
 
     @property
     def stopping(self) -> bool:
         return bool(self.term_sent)
+
+    @property
+    def retiring(self) -> bool:
+        return bool(self.retire) or self.worker.slot.state == State.RETIRING
 
 
 class Arbiter:
@@ -100,6 +125,9 @@ class Arbiter:
         self.next_spawn_at = 0.0
         self.worker_age = 0
         self.stopping = False
+        self.started_at = time.time()
+        # The control socket, the metrics helper, recycling (operations.py).
+        self.ops = Operations(self)
 
     # -- properties used by hooks (Gunicorn-compatible names) ---------------
     @property
@@ -132,6 +160,7 @@ class Arbiter:
             self.log.info("Listening at: %s (%s)", listener.url(scheme), self.pid)
         self.log.info("Using worker: %s", cfg.worker_class_str)
         self.scoreboard = Scoreboard()
+        self.ops.open()
         self._set_proctitle()
         cfg.when_ready(self)
 
@@ -175,6 +204,7 @@ class Arbiter:
                 self._check_master()
                 self._check_workers()
                 self._manage_workers()
+                self.ops.tick()
                 self._sleep()
         except StopIteration:
             self._halt(0)
@@ -182,7 +212,7 @@ class Arbiter:
             self._halt(0)
         except HaltServer as exc:
             self._halt(exc.exit_status, exc.reason)
-        except (sockets.BindError, process.PidfileError) as exc:
+        except (sockets.BindError, process.PidfileError, ControlError, HelperError) as exc:
             self.log.error("%s", exc)
             self._halt(1)
         except SystemExit:
@@ -195,10 +225,12 @@ class Arbiter:
     def _sleep(self) -> None:
         # Poll fast while something is changing, slowly when all is steady.
         busy = self.reloading or any(not rec.ready or rec.stopping for rec in self.workers.values())
-        self.signals.wait(0.05 if busy else 1.0)
+        for fd, events in self.signals.wait(0.05 if busy else 1.0, self.ops.watch()):
+            self.ops.ready(fd, events)
 
     def _halt(self, status: int, reason: str | None = None) -> None:
         self._stop(graceful=False)
+        self.ops.close()
         if reason:
             self.log.error("Shutting down: %s", reason)
         self.log.info("Shutting down: Master")
@@ -223,11 +255,11 @@ class Arbiter:
     handle_quit = handle_int
 
     def handle_ttin(self) -> None:
-        self._set_num_workers(self.num_workers + 1)
+        self.set_num_workers(self.num_workers + 1)
 
     def handle_ttou(self) -> None:
         if self.num_workers > 1:
-            self._set_num_workers(self.num_workers - 1)
+            self.set_num_workers(self.num_workers - 1)
 
     def handle_usr1(self) -> None:
         self.log.reopen_files()
@@ -242,7 +274,7 @@ class Arbiter:
         # because a terminal resize must never take a site down.
         self.log.debug("SIGWINCH ignored")
 
-    def _set_num_workers(self, count: int) -> None:
+    def set_num_workers(self, count: int) -> None:
         old, self.num_workers = self.num_workers, count
         self.log.info("Number of workers: %d -> %d", old, count)
         self.cfg.nworkers_changed(self, count, old)
@@ -250,6 +282,7 @@ class Arbiter:
     # -- reload (HUP) ---------------------------------------------------------------
     def reload(self) -> None:
         systemd.reloading()
+        self.ops.reload_started()
         here = os.getcwd()
         try:
             # Relative -c and --chdir paths mean what they meant at start.
@@ -257,8 +290,7 @@ class Arbiter:
             new_cfg = self.reload_config()
             new_class = load_worker_class(new_cfg.worker_class_str)
         except (Exception, SystemExit) as exc:
-            self.log.error("Reload failed, configuration kept as it was: %s", exc)
-            systemd.notify("READY=1", "STATUS=reload failed: bad configuration")
+            self._reload_refused(exc, "bad configuration")
             return
         finally:
             os.chdir(here)
@@ -266,8 +298,7 @@ class Arbiter:
             try:
                 listeners, _ = sockets.rebind(self.listeners, new_cfg.bind, new_cfg, self.log)
             except sockets.BindError as exc:
-                self.log.error("Reload failed, configuration kept as it was: %s", exc)
-                systemd.notify("READY=1", "STATUS=reload failed: cannot bind")
+                self._reload_refused(exc, "cannot bind")
                 return
             if self.previous_listeners is None:  # else a reload is already under way
                 self.previous_listeners = self.listeners
@@ -277,6 +308,7 @@ class Arbiter:
         self.cfg = new_cfg
         self.worker_class = new_class
         self.log.setup(new_cfg)
+        self.ops.configured(new_cfg)
         os.environ.update(new_cfg.env)
         if new_cfg.chdir:
             with contextlib.suppress(OSError):
@@ -296,6 +328,13 @@ class Arbiter:
         self.log.info("Reloading: starting worker generation %d", self.generation)
         new_cfg.on_reload(self)
 
+    def _reload_refused(self, exc: BaseException, why: str) -> None:
+        self.log.error("Reload failed, configuration kept as it was: %s", exc)
+        systemd.notify("READY=1", f"STATUS=reload failed: {why}")
+        self.ops.reload_finished(
+            ok=False, message=f"reload failed, configuration kept as it was: {exc}"
+        )
+
     def _reload_failed(self, reason: str, fallback: int) -> None:
         failed = self.generation
         self.log.error(
@@ -312,12 +351,18 @@ class Arbiter:
             self.cfg = self.previous_cfg
             self.worker_class = load_worker_class(self.cfg.worker_class_str)
             self.log.setup(self.cfg)
+            self.ops.configured(self.cfg)
             self.num_workers = self.cfg.workers
         self.reloading = False
         for rec in self.workers.values():
             if rec.generation == failed:
-                self._terminate(rec, signal.SIGKILL)
+                self._terminate(rec, signal.SIGKILL, cause="boot_failure")
         systemd.notify("READY=1", f"STATUS=reload failed: {reason}")
+        self.ops.reload_finished(
+            ok=False,
+            message=f"reload failed: generation {failed} cannot boot ({reason}); "
+            f"generation {fallback} keeps serving",
+        )
 
     # -- workers: the steady-state rules ------------------------------------------
     def _check_workers(self) -> None:
@@ -344,6 +389,7 @@ class Arbiter:
             if self.cfg.timeout > 0 and now - slot.last_heartbeat > self.cfg.timeout:
                 self.log.critical("WORKER TIMEOUT (pid:%s)", rec.pid)
                 rec.abort_sent = now
+                rec.cause = rec.cause or "timeout"
                 self._kill(rec.pid, signal.SIGABRT)
 
     def _manage_workers(self) -> None:
@@ -351,7 +397,7 @@ class Arbiter:
             return
         gen = self.generation
         current = [r for r in self.workers.values() if r.generation == gen and not r.stopping]
-        active = [r for r in current if r.worker.slot.state != State.RETIRING]
+        active = [r for r in current if not r.retiring]
         ready = [r for r in active if r.ready]
 
         # Too few: spawn, but one canary at a time until the generation has
@@ -366,15 +412,18 @@ class Arbiter:
         if len(active) > self.num_workers:
             surplus = sorted(active, key=lambda r: r.worker.age)[: len(active) - self.num_workers]
             for rec in surplus:
-                self._terminate(rec)
+                self._terminate(rec, cause="scale_down")
         # Enough ready workers: retire the replaced ones and the old generations.
         if len(ready) >= self.num_workers:
             for rec in list(self.workers.values()):
                 if rec.stopping:
                     continue
-                retiring = rec.generation == gen and rec.worker.slot.state == State.RETIRING
-                if rec.generation != gen or retiring:
-                    self._terminate(rec)
+                if rec.generation != gen:
+                    self._terminate(rec, cause="reload")
+                elif rec.retiring:
+                    cause = rec.retire or "max_requests"
+                    self.log.info("Worker %s replaced (%s): stopping it", rec.pid, cause)
+                    self._terminate(rec, cause=cause)
             if self.serving_generation != gen:
                 first, was_reload = self.serving_generation == 0, self.reloading
                 self.serving_generation = gen
@@ -384,8 +433,12 @@ class Arbiter:
                 self._close_unused_listeners()
                 if first:
                     self.log.info("Ready: %d worker(s) serving", len(ready))
+                    self.ops.serving()
                 if was_reload:
                     self.log.info("Reload complete: generation %d serving", gen)
+                    self.ops.reload_finished(
+                        ok=True, message=f"reload complete: generation {gen} serving"
+                    )
                 systemd.notify("READY=1", f"STATUS=generation {gen}: {len(ready)} workers serving")
 
     def _close_unused_listeners(self) -> None:
@@ -418,7 +471,7 @@ class Arbiter:
             if r.generation == self.generation and not r.stopping
         )
         self.cfg.pre_fork(self, worker)
-        slot.reset(0, self.generation)
+        self.scoreboard.prepare(slot, self.generation)
         # Until the child has its own handlers, it runs the arbiter's: a TERM
         # caught there would only be queued in the child's copy of the queue,
         # and the worker would serve on until SIGKILL. Blocked, the signal
@@ -433,7 +486,8 @@ class Arbiter:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             slot.set_pid(pid)
             worker.pid = pid
-            self.workers[pid] = WorkerRecord(pid, worker)
+            retire_at = self.ops.lifetime_deadline()
+            self.workers[pid] = WorkerRecord(pid, worker, retire_at=retire_at)
             self.log.info("Booting worker with pid: %s (generation %d)", pid, self.generation)
             return
         self._run_worker(worker)
@@ -444,7 +498,7 @@ class Arbiter:
         try:
             worker.pid = os.getpid()
             worker.slot.set_pid(worker.pid)
-            self.signals.close_in_child()
+            self.ops.in_child()
             self.workers.clear()
             process.drop_privileges(self.cfg.uid, self.cfg.gid, self.cfg.initgroups)
             self.cfg.post_fork(self, worker)
@@ -470,6 +524,8 @@ class Arbiter:
             if pid == self.reexec_pid:
                 self._reexec_child_exited(status)
                 continue
+            if self.ops.reaped(pid, status):
+                continue
             rec = self.workers.pop(pid, None)
             if rec is None:
                 continue
@@ -487,6 +543,7 @@ class Arbiter:
                 self.log.error("Worker (pid:%s) was killed by signal %s", rec.pid, sig)
         elif code and not rec.stopping and code not in (APP_LOAD_ERROR, WORKER_BOOT_ERROR):
             self.log.error("Worker (pid:%s) exited with code %s", rec.pid, code)
+        self.ops.worker_exited(self._exit_cause(rec, code))
         with contextlib.suppress(Exception):
             self.cfg.child_exit(self, rec.worker)
         if code in (APP_LOAD_ERROR, WORKER_BOOT_ERROR) and not rec.ready:
@@ -511,12 +568,14 @@ class Arbiter:
         self.next_spawn_at = time.monotonic() + self.respawn_delay
         self.log.error("Worker failed to boot (%s); next try in %.0fs", what, self.respawn_delay)
 
-    def _terminate(self, rec: WorkerRecord, sig: int = signal.SIGTERM) -> None:
+    def _terminate(self, rec: WorkerRecord, sig: int = signal.SIGTERM, *, cause: str) -> None:
+        rec.cause = rec.cause or cause
         if sig == signal.SIGKILL:
             self._kill_hard(rec)
             return
         if not rec.term_sent:
             rec.term_sent = time.monotonic()
+            rec.worker.slot.set_state(State.STOPPING)  # for the metrics, at once
             self._kill(rec.pid, sig)
 
     def _kill_hard(self, rec: WorkerRecord) -> None:
@@ -528,6 +587,21 @@ class Arbiter:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
 
+    def retire(self, rec: WorkerRecord, cause: str, reason: str) -> None:
+        """Replace a serving worker without a capacity gap: as at max_requests,
+        the replacement starts now and the worker gets TERM once it serves."""
+        rec.retire = cause
+        rec.worker.slot.set_state(State.RETIRING)
+        self.log.info("Worker %s %s: a replacement is starting", rec.pid, reason)
+
+    @staticmethod
+    def _exit_cause(rec: WorkerRecord, code: int) -> str:
+        if rec.cause:
+            return rec.cause
+        if code in (APP_LOAD_ERROR, WORKER_BOOT_ERROR) and not rec.ready:
+            return "boot_failure"
+        return "crash"
+
     # -- stopping -----------------------------------------------------------------
     def _stop(self, graceful: bool = True) -> None:
         """Stop every worker: TERM and wait graceful_timeout, or QUIT at once."""
@@ -535,6 +609,7 @@ class Arbiter:
             return
         self.stopping = True
         systemd.notify("STOPPING=1")
+        self.ops.stop_helper()
         # Unix sockets handed to a USR2 child, or to systemd, must stay.
         unlink = not self.reexec_pid and not self.master_pid and not self.systemd_sockets
         opened = self.open_listeners + [
@@ -546,6 +621,7 @@ class Arbiter:
         limit = self.cfg.graceful_timeout if graceful else min(self.cfg.graceful_timeout, 5.0)
         for rec in self.workers.values():
             rec.term_sent = time.monotonic()
+            rec.cause = rec.cause or "stop"
             self._kill(rec.pid, sig)
         deadline = time.monotonic() + limit
         while self.workers and time.monotonic() < deadline:
@@ -589,6 +665,7 @@ class Arbiter:
         if self.pidfile is not None:
             self.pidfile.rename(self.cfg.pidfile)
             self.pidfile.create(self.pid)
+        self.ops.new_master_failed()
         systemd.notify(f"MAINPID={self.pid}", "READY=1")
 
     def _check_master(self) -> None:

@@ -34,7 +34,8 @@ DESCRIPTION = (
 EPILOG = (
     f"Options can also be given in a config file (-c FILE, default ./{DEFAULT_CONFIG_FILE}) "
     f"and in the {CMD_ARGS_ENV} environment variable; the command line wins. "
-    "Every setting is described in docs/settings.md."
+    "Every setting is described in docs/settings.md. "
+    "To control a running server: supervise ctl --help."
 )
 
 
@@ -273,6 +274,11 @@ def check_app(cfg: Config) -> int:
 def main(argv: list[str] | None = None) -> None:
     """The ``supervise`` command (also ``python -m supervise``)."""
     args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] == ["ctl"]:  # an app module named ctl is written ctl:app
+        from supervise import ctl
+
+        ctl.main(args[1:])
+        return
     try:
         cfg = load_config(args, os.environ)
     except ConfigError as exc:

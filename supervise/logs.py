@@ -229,6 +229,9 @@ class Logger:
         self._capture: IO[str] | None = None
         self._access_template: str | None = None
         self._access_getters: tuple[Getter, ...] = ()
+        # Counts calls by level (scoreboard.LOG_LEVELS index) for the metrics:
+        # the master's record in the master, the worker's slot in a worker.
+        self.count: Callable[[int], None] | None = None
         self.setup(cfg)
 
     # -- error log
@@ -241,15 +244,23 @@ class Logger:
 
     def warning(self, msg: str, *args: Any, **kw: Any) -> None:
         self.error_log.warning(msg, *args, **kw)
+        if self.count is not None:
+            self.count(2)
 
     def error(self, msg: str, *args: Any, **kw: Any) -> None:
         self.error_log.error(msg, *args, **kw)
+        if self.count is not None:
+            self.count(1)
 
     def critical(self, msg: str, *args: Any, **kw: Any) -> None:
         self.error_log.critical(msg, *args, **kw)
+        if self.count is not None:
+            self.count(0)
 
     def exception(self, msg: str, *args: Any, **kw: Any) -> None:
         self.error_log.exception(msg, *args, **kw)
+        if self.count is not None:
+            self.count(3)
 
     def log(self, level: int | str, msg: str, *args: Any, **kw: Any) -> None:
         if isinstance(level, str):

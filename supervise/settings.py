@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from supervise import settings_asgi, settings_rsgi
+from supervise import settings_asgi, settings_ops, settings_rsgi
 from supervise.hooks import HOOKS
 from supervise.validators import (
     ADDRESSES,
@@ -287,6 +287,7 @@ def _build() -> dict[str, Setting]:
         help="Add a random number between 0 and this to each worker's max_requests, so "
         "that workers started together are not all replaced at the same moment.",
     )
+    settings_ops.declare_recycling(add)
     add(
         name="timeout",
         flags=["-t", "--timeout"],
@@ -761,6 +762,8 @@ def _build() -> dict[str, Setting]:
 
     settings_asgi.declare(_adder(table, "ASGI"))
     settings_rsgi.declare(_adder(table, "RSGI"))
+    settings_ops.declare_metrics(_adder(table, "Metrics"))
+    settings_ops.declare_control(_adder(table, "Control"))
 
     add = _adder(table, "Server Hooks")
     for hook in HOOKS.values():

@@ -11,6 +11,7 @@ import contextlib
 import os
 import select
 import signal
+from collections.abc import Mapping
 from typing import Any
 
 # The signals the arbiter acts on, by name (without "SIG").
@@ -49,14 +50,26 @@ class SignalQueue:
         """The name of the oldest queued signal ("HUP"), or None."""
         return HANDLED[self.queue.pop(0)] if self.queue else None
 
-    def wait(self, timeout: float) -> None:
-        """Sleep until a signal arrives or ``timeout`` seconds pass."""
-        with contextlib.suppress(InterruptedError):
-            ready, _, _ = select.select([self._r], [], [], timeout)
-            if ready:
-                with contextlib.suppress(OSError):
-                    while os.read(self._r, 4096):
-                        pass
+    def wait(self, timeout: float, watch: Mapping[int, int] | None = None) -> list[tuple[int, int]]:
+        """Sleep until a signal arrives, a watched fd is ready (``watch``: fd ->
+        poll events) or ``timeout`` seconds pass; return the ready watched fds."""
+        poller = select.poll()
+        poller.register(self._r, select.POLLIN)
+        for fd, events in (watch or {}).items():
+            poller.register(fd, events)
+        try:
+            ready = poller.poll(timeout * 1000.0)
+        except InterruptedError:
+            return []
+        found = []
+        for fd, events in ready:
+            if fd != self._r:
+                found.append((fd, events))
+                continue
+            with contextlib.suppress(OSError):
+                while os.read(self._r, 4096):
+                    pass
+        return found
 
     def close_in_child(self) -> None:
         """In a forked worker: the arbiter's pipe and handlers are not its own."""

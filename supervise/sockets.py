@@ -13,6 +13,7 @@ import errno
 import os
 import socket
 import stat
+import struct
 import sys
 import time
 from collections.abc import Iterable, Mapping, MutableMapping
@@ -284,3 +285,24 @@ def exec_with_listeners(
         os.execve(sys.executable, [sys.executable, "-m", "supervise", *argv], env)
     finally:
         os._exit(1)
+
+
+# struct tcp_info (linux/tcp.h): eight u8 fields, then u32s; on a listening
+# socket tcpi_unacked is the accept queue's length and tcpi_sacked its size.
+_TCP_INFO_UNACKED = 24
+_TCP_INFO_SIZE = 32
+
+
+def listen_queue(sock: socket.socket) -> tuple[int, int] | None:
+    """(connections waiting to be accepted, the queue's size) of a listening TCP
+    socket, where the kernel tells (Linux); None elsewhere (unix sockets too)."""
+    if sock.family not in (socket.AF_INET, socket.AF_INET6) or not hasattr(socket, "TCP_INFO"):
+        return None
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_SIZE)
+    except OSError:
+        return None
+    if len(info) < _TCP_INFO_SIZE:
+        return None
+    waiting, size = struct.unpack_from("=II", info, _TCP_INFO_UNACKED)
+    return waiting, size

@@ -76,8 +76,10 @@ class _Load:
         requests: int,
         deadline: float,
         progress: Callable[[int], None] | None,
+        stop: Callable[[], bool] | None = None,
     ) -> None:
         self.address = address
+        self.stop = stop
         self.requests = requests
         self.deadline = deadline
         self.progress = progress
@@ -86,6 +88,8 @@ class _Load:
         self.sel = selectors.DefaultSelector()
 
     def wanted(self) -> bool:
+        if self.stop is not None and self.stop():
+            return False
         return self.sent < self.requests and time.monotonic() < self.deadline
 
     def open(self) -> None:
@@ -195,6 +199,7 @@ def run_load(
     requests: int,
     time_limit: float,
     progress: Callable[[int], None] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> LoadResult:
     """Send about ``requests`` GETs over ``connections`` keep-alive connections.
 
@@ -202,7 +207,8 @@ def run_load(
     connect, a failed send and a stall are counted as errors, as wrk counts
     them. Sending stops after ``requests`` requests or ``time_limit`` seconds;
     the requests then in flight are finished, not dropped. ``progress`` is
-    called with the number of responses after each one.
+    called with the number of responses after each one; sending also stops
+    once ``stop()`` returns True.
     """
-    load = _Load((host, port), requests, time.monotonic() + time_limit, progress)
+    load = _Load((host, port), requests, time.monotonic() + time_limit, progress, stop)
     return load.run(connections)

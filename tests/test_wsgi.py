@@ -478,8 +478,9 @@ class _Worker:
         self.ssl_context = None
         self.state = ServeState()
         self.requests = 0
+        self.record = None  # no metrics
 
-    def request_done(self) -> None:
+    def request_finished(self, status: int, seconds: float, sent: int) -> None:
         self.requests += 1
 
 

@@ -134,6 +134,10 @@ def select_servers(servers: list[Server], patterns: list[str], quick_only: bool)
     for server in servers:
         if patterns and not any(fnmatch.fnmatch(server.name, p) for p in patterns):
             continue
+        if server.explicit and not any(
+            "+" in p and fnmatch.fnmatch(server.name, p) for p in patterns
+        ):
+            continue
         if quick_only and not server.quick and not patterns:
             continue
         chosen.append(server)

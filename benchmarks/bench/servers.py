@@ -8,7 +8,9 @@ class exists and speaks them.
 
 from __future__ import annotations
 
+import os
 import subprocess
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -70,6 +72,7 @@ class Server:
     runtime_mode: bool = False  # accepts --runtime-mode st|mt
     multi_worker: bool = True
     quick: bool = False  # part of the --quick subset
+    explicit: bool = False  # run only when --servers names it (a variant, not a peer)
     note: str = ""
 
     @property
@@ -214,9 +217,18 @@ RUNTIME_THREADS_FLAG = "--runtime-threads"
 RUNTIME_MODE_FLAG = "--runtime-mode"
 
 
-def _supervise(kind: str, wc: WorkerClass) -> Builder:
+# Variants measured only when asked for by name (--servers 'supervise-*+metrics'):
+# the same worker with Prometheus metrics on, to measure what they cost a request.
+METRICS_FLAG = "--metrics-bind"
+METRICS_SUFFIX = "+metrics"
+
+
+def _supervise(kind: str, wc: WorkerClass, metrics: bool = False) -> Builder:
     def build(venv: Venv, port: int, opts: Options) -> list[str]:
         cmd = [venv.bin("supervise"), "-k", kind, "-w", str(opts.workers), *wc.extra]
+        if metrics:
+            sock = os.path.join(tempfile.gettempdir(), f"supervise-bench-metrics-{port}.sock")
+            cmd += [METRICS_FLAG, f"unix:{sock}"]
         if opts.loop:
             cmd += [LOOP_FLAG, opts.loop]
         if opts.runtime_threads:
@@ -271,6 +283,21 @@ def supervise_servers(venv: Venv, log) -> list[Server]:
                 note=f"-k {kind} {' '.join(wc.extra)}".strip(),
             )
         )
+        if METRICS_FLAG in help_text:
+            servers.append(
+                Server(
+                    f"supervise-{kind}{METRICS_SUFFIX}",
+                    wc.interface,
+                    "supervise",
+                    _supervise(kind, wc, metrics=True),
+                    wc.features,
+                    probe_features=True,
+                    explicit=True,
+                    note=f"-k {kind} {' '.join(wc.extra)} {METRICS_FLAG} unix:...".replace(
+                        "  ", " "
+                    ),
+                )
+            )
     return servers
 
 

@@ -40,6 +40,7 @@ class AsgiContext:
         state: ServeState,
         loop: asyncio.AbstractEventLoop,
         request_done: Callable[[], None],
+        record: Callable[[int, float, int], None] | None,
         is_tls: bool,
     ) -> None:
         self.app = app
@@ -48,6 +49,9 @@ class AsgiContext:
         self.state = state
         self.loop = loop
         self.request_done = request_done
+        # The worker's scoreboard recorder (status, seconds, body bytes), or None
+        # when no metrics are read.
+        self.record = record
         self.scheme = "https" if is_tls else "http"
         self.parse = RequestParser(
             cfg.limit_request_line, cfg.limit_request_fields, cfg.limit_request_field_size

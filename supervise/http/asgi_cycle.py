@@ -387,8 +387,16 @@ class RequestCycle:
         finally:
             ctx.in_flight -= 1
             ctx.request_done()
+            record = ctx.record
+            if record is not None:
+                status = self._status or (500 if self.response is _Complete else 0)
+                record(status, perf_counter() - started, self._sent)
             if ctx.access_log:
                 self._log_access(perf_counter() - started)
+
+    def _final_status(self) -> int | None:
+        """The status the client got: a 500 sent for a failed app when none was started."""
+        return self._status or (500 if self.response is _Complete else None)
 
     def _failed(self) -> None:
         """500 when nothing was sent yet; otherwise cut the connection off."""
@@ -413,7 +421,7 @@ class _AccessRecord:
     __slots__ = ("_headers", "sent", "status", "status_code")
 
     def __init__(self, cycle: RequestCycle) -> None:
-        self.status_code = cycle._status or (500 if cycle.response is _Complete else None)
+        self.status_code = cycle._final_status()
         self.status = str(self.status_code)
         self.sent = cycle._sent
         self._headers = cycle._headers

@@ -115,6 +115,8 @@ class WSGIHandler:
         if self.post_request is hooks.post_request:
             self.post_request = None
         self.access_log = bool(cfg.accesslog or cfg.logconfig_dict)
+        # Requests are timed only for someone: the access log or the metrics.
+        self.timed = self.access_log or worker.record is not None
         self.multithread = multithread
 
     # -- environ layers ----------------------------------------------------------
@@ -195,7 +197,7 @@ class WSGIHandler:
             body = EMPTY_INPUT
         environ["wsgi.input"] = body
         worker = self.worker
-        started = perf_counter() if self.access_log else 0.0
+        started = perf_counter() if self.timed else 0.0
         try:
             if self.limit_body and length and length > self.limit_body:
                 resp.send_error(413, f"Request body larger than {self.limit_body} bytes")
@@ -230,9 +232,10 @@ class WSGIHandler:
                 self.post_request(worker, req, environ, resp)
             except Exception:
                 self.log.exception("post_request hook failed for %s", request_line(req))
+        elapsed = perf_counter() - started if self.timed else 0.0
         if self.access_log:
-            self.log.access(resp, req, environ, perf_counter() - started)
-        worker.request_done()
+            self.log.access(resp, req, environ, elapsed)
+        worker.request_finished(resp.status_code, elapsed, resp.sent)
         return keep
 
     def _run_app(self, environ: dict[str, Any], resp: Response) -> None:

@@ -62,6 +62,7 @@ class AsgiWorker(LoopWorker):
             state=self.state,
             loop=loop,
             request_done=self.request_done,
+            record=self.record,
             is_tls=self.ssl_context is not None,
         )
         ctx.ws_protocol = ws_protocol
@@ -106,6 +107,7 @@ class AsgiWorker(LoopWorker):
         for conn in list(connections):
             conn.sweep(now)
         self.set_active(len(connections))
+        self.set_in_flight(self.ctx.in_flight)
         self.loop.call_later(self.tick, self._tick)
 
     async def _serve(self) -> None:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from supervise import _native, affinity, loading
 from supervise.http.state import IDLE_GRACE_ON_STOP, ServeState
-from supervise.scoreboard import Slot, State
+from supervise.scoreboard import ResponseFigures, Slot, State
 
 if TYPE_CHECKING:
     import ssl
@@ -100,6 +100,12 @@ class Worker:
         self.state = ServeState()
         self._wakeup_w = -1
         self._last_ppid_check = 0.0
+        # Per-response figures (status, duration, body bytes), counted only when
+        # something reads them; published to the slot with the heartbeat.
+        self.figures = ResponseFigures(slot) if metrics_enabled(cfg) else None
+        self.record: Callable[[int, float, int], None] | None = (
+            self.figures.record if self.figures is not None else None
+        )
 
     def __str__(self) -> str:
         return f"<Worker {self.pid}>"
@@ -128,6 +134,8 @@ class Worker:
             self.log.exception("Exception in worker process %s", self.pid)
             code = 1
         finally:
+            if self.figures is not None:
+                self.figures.publish()  # complete before the arbiter moves them
             self.slot.set_state(State.STOPPING)
         return code
 
@@ -141,6 +149,7 @@ class Worker:
 
     def _init_process(self) -> None:
         self._set_proctitle()
+        self.log.count = self.slot.count_log
         random.seed()
         self._pin_to_core()
         self._init_signals()
@@ -336,11 +345,14 @@ class Worker:
 
     # -- used by run() ----------------------------------------------------------
     def notify(self) -> None:
-        """Stamp the heartbeat; stop serving when the arbiter is gone."""
+        """Stamp the heartbeat; once a second publish the response figures and
+        stop serving when the arbiter is gone."""
         self.slot.heartbeat()
         now = time.monotonic()
         if now - self._last_ppid_check >= 1.0:
             self._last_ppid_check = now
+            if self.figures is not None:
+                self.figures.publish()
             if os.getppid() != self.ppid:
                 self.log.info("Parent changed, shutting down: %s", self)
                 self.begin_stop()
@@ -369,11 +381,32 @@ class Worker:
         with contextlib.suppress(OSError):
             os.kill(self.ppid, signal.SIGCHLD)
 
+    def request_finished(self, status: int, seconds: float, sent: int) -> None:
+        """One response is complete: its figures (when metrics are on) and the count.
+
+        ``seconds`` is only read when ``record`` is set; a caller that does not
+        time requests otherwise passes 0.0.
+        """
+        record = self.record
+        if record is not None:
+            record(status, seconds, sent)
+        self.request_done()
+
     def set_active(self, count: int) -> None:
+        """Open connections (scoreboard)."""
         self.slot.set_active(count)
+
+    def set_in_flight(self, count: int) -> None:
+        """Requests being served now (scoreboard)."""
+        self.slot.set_in_flight(count)
 
     def run(self) -> None:
         raise NotImplementedError(f"{type(self).__name__} must implement run()")
+
+
+def metrics_enabled(cfg: Config) -> bool:
+    """Whether anything reads the per-response figures (Prometheus or statsd)."""
+    return bool(cfg.metrics_bind or cfg.statsd_host)
 
 
 def _as_signal_handler(action: Callable[[], None]) -> Callable[[int, Any], None]:

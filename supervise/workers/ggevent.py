@@ -127,6 +127,7 @@ class GeventWorker(SocketWorker):
         self.handler = WSGIHandler(self, multithread=True)
         self.handler.connection_class = GeventConnection
         self.clients: set[_Client] = set()
+        self.busy = 0  # requests being served (greenlets never switch inside += 1)
         self.pool = Pool(self.max_clients)
         self.stopped = Event()
         acceptors = [
@@ -166,6 +167,7 @@ class GeventWorker(SocketWorker):
             if not self.alive:
                 self._close_idle()
             self.set_active(len(self.clients))
+            self.set_in_flight(self.busy)
             gevent.sleep(tick)
 
     def _wake(self, client: _Client, value: bool) -> None:
@@ -245,6 +247,11 @@ class GeventWorker(SocketWorker):
             # A response that promised keep-alive before a stop began is followed
             # by the grace for idle connections, not by a close under the
             # client's next request.
-            if not handle(conn, keep_alive):
+            self.busy += 1
+            try:
+                keep = handle(conn, keep_alive)
+            finally:
+                self.busy -= 1
+            if not keep:
                 return
             client.served = True

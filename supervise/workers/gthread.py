@@ -204,10 +204,11 @@ class ThreadWorker(SocketWorker):
                 for thread in threads:
                     thread.join(1.0)
 
-    def request_done(self) -> None:
-        # Pool threads finish requests concurrently: keep max_requests exact.
+    def request_finished(self, status: int, seconds: float, sent: int) -> None:
+        # Pool threads finish requests concurrently: the lock keeps max_requests
+        # and the scoreboard's counters exact (an increment is a read and a store).
         with self.count_lock:
-            super().request_done()
+            super().request_finished(status, seconds, sent)
 
     # -- the main thread ---------------------------------------------------------
     def _listen(self, on: bool) -> None:
@@ -249,6 +250,7 @@ class ThreadWorker(SocketWorker):
                 next_tick = now + tick
                 self._sweep(now)
                 self.set_active(len(clients))
+                self.set_in_flight(sum(1 for began in self.started if began))
                 if not self._stuck(now):
                     self.notify()
 

@@ -90,7 +90,10 @@ class RsgiWorker(LoopWorker):
                 self.log.exception("The application's __rsgi_init__ failed")
                 raise SystemExit(APP_LOAD_ERROR) from None
         handler = make_handler(
-            app=self.app, log=self.log, access_log=bool(cfg.accesslog or cfg.logconfig_dict)
+            app=self.app,
+            log=self.log,
+            access_log=bool(cfg.accesslog or cfg.logconfig_dict),
+            record=self.record,
         )
         try:
             self.server = _native.RsgiServer(
@@ -125,9 +128,11 @@ class RsgiWorker(LoopWorker):
         try:
             self.run_loop(self._serve())
         finally:
+            # Before close(): a closed server counts nothing, and the requests
+            # of the last tick would be lost.
+            self._count_requests()
             self.server.close()
             cancel_remaining(loop)
-            self._count_requests()
             loop.close()
 
     def _count_requests(self) -> None:
@@ -146,6 +151,7 @@ class RsgiWorker(LoopWorker):
         self.notify()
         self._count_requests()
         self.set_active(self.server.connections())
+        self.set_in_flight(self.server.in_flight())
         self.loop.call_later(self.tick, self._tick)
 
     async def _serve(self) -> None:
@@ -160,6 +166,7 @@ class RsgiWorker(LoopWorker):
             if server.drained() and not apps:
                 break
             await asyncio.sleep(0.05)
+        self._count_requests()
         server.close()
         delete = getattr(self.app, "__rsgi_del__", None)
         if delete is not None:

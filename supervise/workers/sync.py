@@ -63,11 +63,13 @@ class SyncWorker(SocketWorker):
             self.log.debug("TLS handshake with %s failed: %s", addr, exc)
             conn.close()
             return
+        self.set_in_flight(1)
         try:
             handler.handle(conn)
         except Exception:  # handle() answers every client/app error; this is a bug guard
             self.log.exception("Error serving a connection from %s", addr)
         finally:
+            self.set_in_flight(0)
             conn.close()
 
 
