@@ -4,6 +4,8 @@
 //! answer comes back as a `Reply` through a oneshot channel. HTTP/1.1 and
 //! HTTP/2, over TCP or unix sockets, in clear or over TLS (rustls).
 
+#[macro_use]
+mod write_through;
 mod body;
 mod config;
 mod connection;
