@@ -305,3 +305,22 @@ LIFECYCLE_APPS = {"wsgi": "app", "asgi": "asgi_app", "rsgi": "rsgi_app"}
 
 def lifecycle_app(worker: str) -> str:
     return f"lifecycle_app:{LIFECYCLE_APPS[WORKERS[worker].interface]}"
+
+
+@pytest.fixture
+def marks(tmp_path: Path) -> Path:
+    """A folder the test apps write marks into (RSGI_MARKS), for a test to see how far they got."""
+    path = tmp_path / "marks"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def rsgi(start_server, marks):
+    """Start `supervise -k rsgi ARGS APP` (extra args before the app; rsgi_apps:app by default)."""
+
+    def start(*args: str, app: str = "rsgi_apps:app", **options):
+        options.setdefault("env", {"RSGI_MARKS": str(marks)})
+        return start_server("-k", "rsgi", *args, app, **options)
+
+    return start

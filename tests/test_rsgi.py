@@ -13,31 +13,9 @@ import signal
 import socket
 import threading
 import time
-from pathlib import Path
 
 import httpx
-import pytest
 from conftest import read_until_closed, wait_until
-
-APP = "rsgi_apps:app"
-
-
-@pytest.fixture
-def marks(tmp_path: Path) -> Path:
-    path = tmp_path / "marks"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def rsgi(start_server, marks):
-    """Start `supervise -k rsgi ARGS rsgi_apps:app` (extra args before the app)."""
-
-    def start(*args: str, app: str = APP, **options):
-        options.setdefault("env", {"RSGI_MARKS": str(marks)})
-        return start_server("-k", "rsgi", *args, app, **options)
-
-    return start
 
 
 def url(server, path: str) -> str:

@@ -13,7 +13,6 @@ import re
 import shutil
 import signal
 import subprocess
-from pathlib import Path
 
 import httpx
 import pytest
@@ -24,24 +23,6 @@ from hyperframe import frame as hf
 ENHANCE_YOUR_CALM = 0xB
 
 APP = "rsgi_apps:app"
-
-
-@pytest.fixture
-def marks(tmp_path: Path) -> Path:
-    path = tmp_path / "marks"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def rsgi(start_server, marks):
-    """Start `supervise -k rsgi ARGS rsgi_apps:app` (extra args before the app)."""
-
-    def start(*args: str, app: str = APP, **options):
-        options.setdefault("env", {"RSGI_MARKS": str(marks)})
-        return start_server("-k", "rsgi", *args, app, **options)
-
-    return start
 
 
 def url(server, path: str) -> str:
