@@ -15,22 +15,19 @@ from __future__ import annotations
 import copy
 import os
 import re
-import ssl
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from supervise import settings_asgi, settings_ops, settings_rsgi
+from supervise import settings_asgi, settings_ops, settings_rsgi, settings_tls
 from supervise.hooks import HOOKS
 from supervise.validators import (
     ADDRESSES,
     BIND_LIST,
     BOOL,
-    CERT_REQS,
     CPU_AFFINITY,
     DICT,
     DIRECTORY,
-    EXISTING_FILE,
     GROUP,
     OPT_STR,
     RAW_ENV,
@@ -690,76 +687,7 @@ def _build() -> dict[str, Setting]:
         "and `supervise: worker [NAME] gen N`. Useful to tell several servers apart.",
     )
 
-    add = _adder(table, "SSL")
-    add(
-        name="keyfile",
-        flags=["--keyfile"],
-        metavar="FILE",
-        validator=EXISTING_FILE,
-        help="The TLS private key (PEM). Setting keyfile or certfile serves HTTPS.",
-    )
-    add(
-        name="certfile",
-        flags=["--certfile"],
-        metavar="FILE",
-        validator=EXISTING_FILE,
-        help="The TLS certificate chain (PEM), the server's certificate first. Setting "
-        "keyfile or certfile serves HTTPS.",
-    )
-    add(
-        name="keyfile_password",
-        flags=["--keyfile-password"],
-        metavar="PASSWORD",
-        validator=OPT_STR,
-        help="The password of an encrypted keyfile. The rsgi worker reads encrypted PKCS#8 "
-        "keys (`BEGIN ENCRYPTED PRIVATE KEY`); the other workers whatever OpenSSL reads. "
-        "Prefer a config file or SUPERVISE_CMD_ARGS to the command line, where other "
-        "users can see it.",
-    )
-    add(
-        name="ca_certs",
-        flags=["--ca-certs"],
-        metavar="FILE",
-        validator=EXISTING_FILE,
-        help="CA certificates (PEM) used to verify client certificates; see cert_reqs.",
-    )
-    add(
-        name="cert_reqs",
-        flags=["--cert-reqs"],
-        metavar="INT",
-        validator=CERT_REQS,
-        default=int(ssl.CERT_NONE),
-        help="Whether clients must present a certificate: 0 or `none` (default), 1 or "
-        "`optional`, 2 or `required`, as the `ssl.CERT_*` constants.",
-    )
-    add(
-        name="ciphers",
-        flags=["--ciphers"],
-        metavar="CIPHERS",
-        validator=OPT_STR,
-        help="The TLS 1.2 cipher suites, as an OpenSSL cipher list. When not set, Python's "
-        "default list is used, which is a sound choice.",
-    )
-    add(
-        name="do_handshake_on_connect",
-        flags=["--do-handshake-on-connect"],
-        action="store_true",
-        validator=BOOL,
-        default=False,
-        help="Complete the TLS handshake as soon as a connection is accepted, instead of "
-        "on the first read (see `ssl.SSLContext.wrap_socket`).",
-    )
-    add(
-        name="suppress_ragged_eofs",
-        flags=["--suppress-ragged-eofs"],
-        action="toggle",
-        validator=BOOL,
-        default=True,
-        help="Treat a client that closes the TCP connection without a TLS close_notify "
-        "as a normal end of stream instead of an error (see `ssl.SSLContext.wrap_socket`)."
-        " --no-suppress-ragged-eofs turns it off.",
-    )
-
+    settings_tls.declare(_adder(table, "SSL"))
     settings_asgi.declare(_adder(table, "ASGI"))
     settings_rsgi.declare(_adder(table, "RSGI"))
     settings_ops.declare_metrics(_adder(table, "Metrics"))
