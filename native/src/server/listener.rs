@@ -38,6 +38,39 @@ fn pause_for(err: &io::Error) -> Option<Duration> {
     }
 }
 
+/// A listening socket: what one accepted connection is, and who is on it.
+trait Accept: Send + 'static {
+    type Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static;
+    fn accept(
+        &self,
+        scheme: &'static str,
+    ) -> impl std::future::Future<Output = io::Result<(Self::Stream, ConnInfo)>> + Send;
+}
+
+impl Accept for tokio::net::TcpListener {
+    type Stream = tokio::net::TcpStream;
+    async fn accept(&self, scheme: &'static str) -> io::Result<(Self::Stream, ConnInfo)> {
+        let (stream, peer) = tokio::net::TcpListener::accept(self).await?;
+        let _ = stream.set_nodelay(true);
+        let local = stream
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        Ok((stream, ConnInfo::new(peer.to_string(), local, scheme)))
+    }
+}
+
+/// A unix listener and its path (the `server` of its connections).
+struct UnixAt(tokio::net::UnixListener, String);
+
+impl Accept for UnixAt {
+    type Stream = tokio::net::UnixStream;
+    async fn accept(&self, scheme: &'static str) -> io::Result<(Self::Stream, ConnInfo)> {
+        let (stream, _) = self.0.accept().await?;
+        Ok((stream, ConnInfo::new(String::new(), self.1.clone(), scheme)))
+    }
+}
+
 /// Starts accepting on `l` in the current runtime; returns at once.
 pub fn spawn(l: ListenFd, shared: Arc<Shared>, stop: watch::Receiver<bool>) -> io::Result<()> {
     let fd = dup(l.fd)?;
@@ -45,55 +78,39 @@ pub fn spawn(l: ListenFd, shared: Arc<Shared>, stop: watch::Receiver<bool>) -> i
         let std = std::os::unix::net::UnixListener::from(fd);
         std.set_nonblocking(true)?;
         let listener = tokio::net::UnixListener::from_std(std)?;
-        let server = listener
+        let path = listener
             .local_addr()
             .ok()
             .and_then(|a| a.as_pathname().map(|p| p.display().to_string()))
             .unwrap_or_default();
-        let accepting = shared.counters.accepting();
-        tokio::spawn(async move {
-            let _accepting = accepting;
-            let mut stop_rx = stop.clone();
-            loop {
-                tokio::select! {
-                    accepted = listener.accept() => match accepted {
-                        Ok((stream, _)) => {
-                            let open = shared.counters.connection();
-                            let info = ConnInfo::new(String::new(), server.clone(), shared.config.scheme);
-                            tokio::spawn(run(stream, info, shared.clone(), stop.clone(), open));
-                        }
-                        Err(e) => pause(&e).await,
-                    },
-                    _ = stop_rx.changed() => break,
-                }
-            }
-        });
+        accept_loop(UnixAt(listener, path), shared, stop);
     } else {
         let std = std::net::TcpListener::from(fd);
         std.set_nonblocking(true)?;
-        let listener = tokio::net::TcpListener::from_std(std)?;
-        let accepting = shared.counters.accepting();
-        tokio::spawn(async move {
-            let _accepting = accepting;
-            let mut stop_rx = stop.clone();
-            loop {
-                tokio::select! {
-                    accepted = listener.accept() => match accepted {
-                        Ok((stream, peer)) => {
-                            let open = shared.counters.connection();
-                            let _ = stream.set_nodelay(true);
-                            let local = stream.local_addr().map(|a| a.to_string()).unwrap_or_default();
-                            let info = ConnInfo::new(peer.to_string(), local, shared.config.scheme);
-                            tokio::spawn(run(stream, info, shared.clone(), stop.clone(), open));
-                        }
-                        Err(e) => pause(&e).await,
-                    },
-                    _ = stop_rx.changed() => break,
-                }
-            }
-        });
+        accept_loop(tokio::net::TcpListener::from_std(std)?, shared, stop);
     }
     Ok(())
+}
+
+/// Accepts until the stop; each connection is counted from its accept.
+fn accept_loop<A: Accept>(listener: A, shared: Arc<Shared>, stop: watch::Receiver<bool>) {
+    let accepting = shared.counters.accepting();
+    tokio::spawn(async move {
+        let _accepting = accepting;
+        let mut stop_rx = stop.clone();
+        loop {
+            tokio::select! {
+                accepted = listener.accept(shared.config.scheme) => match accepted {
+                    Ok((stream, info)) => {
+                        let open = shared.counters.connection();
+                        tokio::spawn(run(stream, info, shared.clone(), stop.clone(), open));
+                    }
+                    Err(e) => pause(&e).await,
+                },
+                _ = stop_rx.changed() => break,
+            }
+        }
+    });
 }
 
 async fn pause(err: &io::Error) {
