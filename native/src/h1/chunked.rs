@@ -117,7 +117,9 @@ impl ChunkedDecoder {
         &self.trailers
     }
 
-    /// Payload bytes decoded so far.
+    /// Payload bytes announced by the chunk sizes read so far: each size is
+    /// checked against the limit when it is read, before its data arrives, so
+    /// this runs ahead of the payload until the chunk is complete.
     pub fn total(&self) -> u64 {
         self.total
     }

@@ -26,6 +26,8 @@ pub struct ConnInfo {
     /// strict_io.rs cut a chunked body `h1` refused: hyper sees the stream end
     /// inside it, and the body reader must answer 400, not "client gone".
     body_refused: AtomicBool,
+    /// Whether the request that asked to upgrade was (strict_io.rs waits on it).
+    pub(crate) upgrade: super::upgrade_gate::UpgradeGate,
 }
 
 impl ConnInfo {
@@ -39,12 +41,13 @@ impl ConnInfo {
             requests: Default::default(),
             h2: AtomicBool::new(false),
             body_refused: AtomicBool::new(false),
+            upgrade: Default::default(),
         }
     }
 
-    /// Every request passes here first.
-    pub(crate) fn saw_request(&self) {
-        self.requests.fetch_add(1, Ordering::Relaxed);
+    /// Every request passes here first; its number on the connection, from 1.
+    pub(crate) fn saw_request(&self) -> u64 {
+        self.requests.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     /// Known before the first request is read (ALPN, `--http`, or the preface).

@@ -10,6 +10,8 @@ mod body;
 mod config;
 mod connection;
 mod exchange;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 mod listener;
 mod runtime;
 mod sched;
@@ -18,6 +20,7 @@ mod sniff;
 mod strict;
 mod strict_io;
 mod tls;
+mod upgrade_gate;
 mod websocket;
 mod ws_session;
 

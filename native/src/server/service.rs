@@ -6,8 +6,10 @@ use std::sync::Arc;
 
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, SERVER};
-use hyper::{HeaderMap, Request, Response, StatusCode, Version};
-use tokio::io::{AsyncSeekExt, SeekFrom};
+use hyper::upgrade::OnUpgrade;
+use hyper::{HeaderMap, Method, Request, Response, StatusCode, Version};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncSeekExt, AsyncWriteExt, SeekFrom};
 use tokio::sync::oneshot;
 
 use super::body::{file_buffer, ExchangeGuard, Framing, ResponseBody};
@@ -21,19 +23,41 @@ pub async fn handle(
     shared: Arc<Shared>,
     conn: Arc<ConnInfo>,
 ) -> Result<Response<ResponseBody>, Infallible> {
-    let (mut head, body) = req.into_parts();
-    conn.saw_request();
-    // HTTP/2 has no `Connection` field: a stream ends alone.
-    let h1 = head.version < Version::HTTP_2;
-    if let Err(r) = strict::check(&mut head, &shared.config) {
-        return Ok(plain(r.status, r.reason, h1));
+    let index = conn.saw_request();
+    let h1 = req.version() < Version::HTTP_2;
+    let connect = req.method() == Method::CONNECT;
+    let response = answer(req, shared, conn.clone(), h1).await;
+    if h1 {
+        // What hyper will do with the bytes after this request (strict_io.rs
+        // holds them back after a request that asked to upgrade).
+        let status = response.status();
+        let upgraded =
+            status == StatusCode::SWITCHING_PROTOCOLS || (connect && status.is_success());
+        conn.upgrade.settle(index, upgraded);
     }
-    if shared.config.ws.is_some() && websocket::is_upgrade(&head) {
+    Ok(response)
+}
+
+async fn answer(
+    req: Request<Incoming>,
+    shared: Arc<Shared>,
+    conn: Arc<ConnInfo>,
+    h1: bool,
+) -> Response<ResponseBody> {
+    let (mut head, body) = req.into_parts();
+    let websocket = shared.config.ws.is_some() && websocket::is_upgrade(&head);
+    if !websocket {
+        close_when_handed_over(&mut head);
+    }
+    if let Err(r) = strict::check(&mut head, &shared.config) {
+        return plain(r.status, r.reason, h1);
+    }
+    if websocket {
         let response = match websocket::check(&head) {
             Ok(accept_key) => websocket::upgrade(head, shared.clone(), conn, accept_key).await,
             Err(refused) => refused.response(),
         };
-        return Ok(with_server(response, &shared.config.server_header));
+        return with_server(response, &shared.config.server_header);
     }
     let (tx, rx) = oneshot::channel();
     let tracker = Arc::new(Tracker::default());
@@ -65,7 +89,22 @@ pub async fn handle(
             .headers_mut()
             .insert(CONNECTION, HeaderValue::from_static("close"));
     }
-    Ok(response)
+    response
+}
+
+/// hyper does not shut down a connection whose request asked to upgrade: once
+/// done with it, it hands it to whoever awaits the upgrade, upgraded or not.
+/// For requests that no protocol here takes over, that is this task, which
+/// shuts it down as hyper would have (so a refusal strict_io.rs still owes
+/// is written, and TLS says goodbye).
+fn close_when_handed_over(head: &mut hyper::http::request::Parts) {
+    if let Some(handed_over) = head.extensions.remove::<OnUpgrade>() {
+        tokio::spawn(async move {
+            if let Ok(upgraded) = handed_over.await {
+                let _ = TokioIo::new(upgraded).shutdown().await;
+            }
+        });
+    }
 }
 
 async fn respond(
@@ -154,3 +193,7 @@ fn with_server(
     }
     response
 }
+
+#[cfg(test)]
+#[path = "upgrade_tests.rs"]
+mod upgrade_tests;

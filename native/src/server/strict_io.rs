@@ -40,6 +40,9 @@ use super::exchange::ConnInfo;
 use crate::h1::{parse_request, ChunkedDecoder, Limits, ParseError, RequestHead};
 
 const READ_SIZE: usize = 16 * 1024;
+/// What a client may send behind a request that asked to upgrade before the
+/// app has answered it.
+const MAX_HELD: usize = 64 * 1024;
 const HEAD_TIMEOUT: ParseError =
     ParseError::new(408, "request head not complete within header_timeout");
 
@@ -51,6 +54,9 @@ enum Framing {
     Length(u64),
     /// Inside a chunked body.
     Chunked(Box<ChunkedDecoder>),
+    /// The request with this number asked to upgrade: what follows it waits
+    /// until the service says whether it was upgraded (upgrade_gate.rs).
+    AwaitUpgrade(u64),
     /// Not HTTP/1.1 (HTTP/2, or after an upgrade or CONNECT): no checks.
     Opaque,
     /// A head was refused: hyper reads the end of the stream; the answer is
@@ -73,6 +79,12 @@ pub struct StrictIo<T> {
     head_deadline: Option<Pin<Box<Sleep>>>,
     /// The refusal being written at shutdown, and how much of it went out.
     refusal: Option<(Vec<u8>, usize)>,
+    /// Heads passed to hyper so far: the number of the latest request.
+    heads: u64,
+    /// Set from a head that asked to upgrade until its body has passed.
+    asked_upgrade: bool,
+    /// The client's end was read (the bytes before it may still be held).
+    eof: bool,
 }
 
 impl<T> StrictIo<T> {
@@ -98,6 +110,9 @@ impl<T> StrictIo<T> {
             checked: 0,
             head_deadline: None,
             refusal: None,
+            heads: 0,
+            asked_upgrade: false,
+            eof: false,
         }
     }
 
@@ -114,8 +129,13 @@ impl<T> StrictIo<T> {
                     Ok(None) => return,
                     Ok(Some((head, n))) => {
                         self.checked += n;
+                        self.heads += 1;
                         self.head_deadline = None;
-                        self.framing = framing_after(&head);
+                        self.asked_upgrade = asks_upgrade(&head);
+                        match body_framing(&head) {
+                            Some(body) => self.framing = body,
+                            None => self.body_done(),
+                        }
                     }
                     Err(e) => {
                         self.refuse(e);
@@ -127,7 +147,7 @@ impl<T> StrictIo<T> {
                     self.checked += n as usize;
                     *left -= n;
                     if *left == 0 {
-                        self.framing = Framing::Head;
+                        self.body_done();
                     }
                 }
                 Framing::Chunked(decoder) => {
@@ -142,11 +162,13 @@ impl<T> StrictIo<T> {
                     if decoder.done() {
                         let after = decoder.leftover().len();
                         self.checked += pending.len() - after;
-                        self.framing = Framing::Head;
+                        self.body_done();
                     } else {
                         self.checked += pending.len();
                     }
                 }
+                // Held until poll_read learns the outcome.
+                Framing::AwaitUpgrade(_) => return,
                 Framing::Opaque => {
                     self.checked = self.buf.len();
                     return;
@@ -156,6 +178,39 @@ impl<T> StrictIo<T> {
                     return;
                 }
             }
+        }
+    }
+
+    /// A request ended: the next one begins, unless it asked to upgrade.
+    fn body_done(&mut self) {
+        self.framing = if std::mem::take(&mut self.asked_upgrade) {
+            Framing::AwaitUpgrade(self.heads)
+        } else {
+            Framing::Head
+        };
+    }
+
+    /// After a request that asked to upgrade: `Ready(true)` when the outcome
+    /// just arrived and the framing changed, `Ready(false)` when reading on is
+    /// fine, `Pending` to wait. Bounded: a client that keeps sending while
+    /// the app decides is not read further.
+    fn settle_upgrade(&mut self, cx: &mut Context<'_>) -> Poll<bool> {
+        let Framing::AwaitUpgrade(index) = self.framing else {
+            return Poll::Ready(false);
+        };
+        match self.conn.upgrade.poll_outcome(index, cx) {
+            Poll::Ready(upgraded) => {
+                self.framing = if upgraded {
+                    Framing::Opaque
+                } else {
+                    Framing::Head
+                };
+                self.check();
+                self.arm_head_deadline();
+                Poll::Ready(true)
+            }
+            Poll::Pending if self.buf.len() - self.checked >= MAX_HELD => Poll::Pending,
+            Poll::Pending => Poll::Ready(false),
         }
     }
 
@@ -190,18 +245,20 @@ impl<T> StrictIo<T> {
     }
 }
 
-fn framing_after(head: &RequestHead) -> Framing {
-    if head.upgrade().is_some() || head.method() == b"CONNECT" {
-        // hyper decides whether the upgrade happens; either way what follows
-        // is its business (a refused upgrade closes the connection).
-        return Framing::Opaque;
-    }
+/// hyper takes any `Upgrade` field (with or without `Connection: upgrade`)
+/// or a CONNECT as a wish to upgrade; the app's answer decides.
+fn asks_upgrade(head: &RequestHead) -> bool {
+    head.method() == b"CONNECT" || head.header(b"upgrade").is_some()
+}
+
+/// How the body after `head` is framed; `None` when it has none.
+fn body_framing(head: &RequestHead) -> Option<Framing> {
     if head.chunked {
-        return Framing::Chunked(Box::new(ChunkedDecoder::new(0)));
+        return Some(Framing::Chunked(Box::new(ChunkedDecoder::new(0))));
     }
     match head.content_length {
-        Some(n) if n > 0 => Framing::Length(n),
-        _ => Framing::Head,
+        Some(n) if n > 0 => Some(Framing::Length(n)),
+        _ => None,
     }
 }
 
@@ -237,11 +294,28 @@ impl<T: AsyncRead + Unpin> AsyncRead for StrictIo<T> {
                 }
                 _ => {}
             }
+            match this.settle_upgrade(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(true) => continue,
+                Poll::Ready(false) => {}
+            }
             if let Some(deadline) = this.head_deadline.as_mut() {
                 if deadline.as_mut().poll(cx).is_ready() {
                     this.refuse(HEAD_TIMEOUT);
                     continue;
                 }
+            }
+            if this.eof {
+                if matches!(this.framing, Framing::AwaitUpgrade(_)) {
+                    // The held bytes are judged once the outcome is known.
+                    return Poll::Pending;
+                }
+                // The client's end: a head begun but not finished is dropped
+                // (as the other workers do); hyper sees the end after the
+                // complete requests.
+                this.buf.truncate(this.checked);
+                this.framing = Framing::Ended;
+                continue;
             }
             let start = this.buf.len();
             this.buf.resize(start + READ_SIZE, 0);
@@ -251,11 +325,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for StrictIo<T> {
             this.buf.truncate(start + n);
             ready!(polled)?;
             if n == 0 {
-                // The client's end: a head begun but not finished is dropped
-                // (as the other workers do); hyper sees the end after the
-                // complete requests.
-                this.buf.truncate(this.checked);
-                this.framing = Framing::Ended;
+                this.eof = true;
                 continue;
             }
             this.check();

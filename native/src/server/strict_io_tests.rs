@@ -7,11 +7,15 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Everything hyper would read from `input`, and what is written at shutdown.
 async fn through(input: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    through_on(conn(), input).await
+}
+
+async fn through_on(conn: Arc<ConnInfo>, input: &[u8]) -> (Vec<u8>, Vec<u8>) {
     let (client, server) = tokio::io::duplex(64 * 1024);
     let (mut client_read, mut client_write) = tokio::io::split(client);
     client_write.write_all(input).await.unwrap();
     client_write.shutdown().await.unwrap();
-    let mut io = StrictIo::new(server, conn(), Limits::default(), None, true);
+    let mut io = StrictIo::new(server, conn, Limits::default(), None, true);
     let mut seen = Vec::new();
     io.read_to_end(&mut seen).await.unwrap();
     io.shutdown().await.unwrap();
@@ -78,9 +82,45 @@ async fn an_endless_request_line_is_414_before_its_end() {
 }
 
 #[tokio::test]
-async fn upgrades_pass_unchecked() {
+async fn what_follows_an_upgrade_passes_unchecked() {
     let upgrade = b"GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n\x81\x85frame";
-    assert_eq!(through(upgrade).await.0, upgrade);
+    let conn = conn();
+    conn.upgrade.settle(1, true);
+    assert_eq!(through_on(conn, upgrade).await.0, upgrade);
+}
+
+#[tokio::test]
+async fn what_follows_a_declined_upgrade_is_checked() {
+    let head = b"GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n";
+    let mut input = head.to_vec();
+    input.extend_from_slice(b"\x81\x85frame");
+    let conn = conn();
+    conn.upgrade.settle(1, false);
+    let (seen, answer) = through_on(conn, &input).await;
+    assert_eq!(seen, head);
+    assert!(answer.starts_with(b"HTTP/1.1 400 "), "{answer:?}");
+}
+
+#[tokio::test]
+async fn what_follows_an_upgrade_request_waits_for_the_answer() {
+    let head = b"GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n";
+    let (client, server) = tokio::io::duplex(1024);
+    let (_client_read, mut client_write) = tokio::io::split(client);
+    client_write.write_all(head).await.unwrap();
+    client_write.write_all(b"more").await.unwrap();
+    let conn = conn();
+    let mut io = StrictIo::new(server, conn.clone(), Limits::default(), None, true);
+    let mut seen = vec![0; head.len()];
+    io.read_exact(&mut seen).await.unwrap();
+    let mut next = [0u8; 4];
+    let waiting = tokio::time::timeout(Duration::from_millis(50), io.read(&mut next)).await;
+    assert!(
+        waiting.is_err(),
+        "bytes passed before the outcome was known"
+    );
+    conn.upgrade.settle(1, true);
+    io.read_exact(&mut next).await.unwrap();
+    assert_eq!(&next, b"more");
 }
 
 #[tokio::test]
