@@ -398,7 +398,11 @@ def _build() -> dict[str, Setting]:
         default=False,
         help="Replace the workers when a Python file of the application (or a file in "
         "reload_extra_files) changes. Meant for development; it cannot work with "
-        "preload_app, since the master's own imports cannot be refreshed.",
+        "preload_app, since the master's own imports cannot be refreshed. The working "
+        "directory and the app's import path are watched, except virtualenvs (any "
+        "directory holding a pyvenv.cfg), hidden directories (`.venv`, `.git`, `.tox`), "
+        "`venv`, `node_modules`, `__pycache__`, `site-packages`, `build`, `dist`, `target` "
+        "and `*.egg-info`.",
     )
     add(
         name="reload_engine",
