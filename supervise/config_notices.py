@@ -15,7 +15,7 @@ import enum
 import types
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from supervise import worker_names
 from supervise.gunicorn_only import gunicorn_only, gunicorn_only_flags
@@ -60,14 +60,33 @@ def _flag_names() -> dict[str, str]:
     return out
 
 
+class Suggestion(NamedTuple):
+    meant: str  # the setting
+    kind: NoticeKind  # MISSPELT when surely a mistake, else UNKNOWN (maybe a helper)
+
+
+def suggest_setting(name: str) -> Suggestion | None:
+    """The setting a config-file name probably meant, or None.
+
+    A name close to a setting's (``wokers``) is a misspelling. A name spelt as one of
+    its options (``access_logfile`` for ``--access-logfile``) is one too when it has
+    several words; a single word (``env``, ``name``, ``pid``) is as likely a helper.
+    """
+    lowered = name.lower()
+    meant = _flag_names().get(lowered)
+    if meant is not None and meant != name:  # before the fuzzy match: preload is not reload
+        kind = NoticeKind.MISSPELT if "_" in lowered else NoticeKind.UNKNOWN
+        return Suggestion(meant, kind)
+    match = difflib.get_close_matches(lowered, list(SETTINGS), n=1, cutoff=0.85)
+    if match and match[0] != name:
+        return Suggestion(match[0], NoticeKind.MISSPELT)
+    return None
+
+
 def close_setting(name: str) -> str | None:
-    """The setting a misspelt or flag-derived config name probably meant, or None."""
-    candidates = {**_flag_names(), **{n: n for n in SETTINGS}}
-    match = difflib.get_close_matches(name.lower(), list(candidates), n=1, cutoff=0.8)
-    if not match:
-        return None
-    meant = candidates[match[0]]
-    return meant if meant != name else None
+    """The setting a misspelt or option-spelt name probably meant, or None."""
+    found = suggest_setting(name)
+    return found.meant if found else None
 
 
 def close_option(option: str, options: Iterable[str]) -> str | None:
@@ -113,12 +132,12 @@ def file_notices(namespace: Mapping[str, Any], *, where: str) -> list[Notice]:
                 )
             )
             continue
-        meant = close_setting(name)
-        if meant is not None:
+        found = suggest_setting(name)
+        if found is not None:
             notices.append(
                 Notice(
-                    NoticeKind.MISSPELT,
-                    f"{name}{where}: not a setting, ignored (did you mean {meant}?)",
+                    found.kind,
+                    f"{name}{where}: not a setting, ignored (did you mean {found.meant}?)",
                 )
             )
         else:
