@@ -104,7 +104,7 @@ def _help_text(setting: Setting) -> str:
     return text.replace("%", "%%")  # argparse %-formats help strings
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     """The parser for every setting that has flags, grouped by section for --help.
 
     Every default is SUPPRESS so that the namespace holds only what was actually
