@@ -126,6 +126,7 @@ class Arbiter:
         self.worker_age = 0
         self.stopping = False
         self.started_at = time.time()
+        self.noticed: set[str] = set()  # config notices already logged (each once)
         # The control socket, the metrics helper, recycling (operations.py).
         self.ops = Operations(self)
 
@@ -142,6 +143,7 @@ class Arbiter:
             self.pid = os.getpid()
         os.umask(cfg.umask)
         self.log.info("Starting %s", SERVER_SOFTWARE)
+        self._log_notices(cfg)
         cfg.on_starting(self)
         self.signals.install()
         if cfg.pidfile:
@@ -163,6 +165,14 @@ class Arbiter:
         self.ops.open()
         self._set_proctitle()
         cfg.when_ready(self)
+
+    def _log_notices(self, cfg: Config) -> None:
+        """What the config loader noticed (ignored names, Gunicorn-only settings, which
+        file it read): each text once per master, not again on every HUP."""
+        for notice in cfg.notices:
+            if notice.text not in self.noticed:
+                self.noticed.add(notice.text)
+                (self.log.warning if notice.is_warning else self.log.info)("%s", notice.text)
 
     def _load_app_in_master(self) -> Any:
         try:
@@ -308,6 +318,7 @@ class Arbiter:
         self.cfg = new_cfg
         self.worker_class = new_class
         self.log.setup(new_cfg)
+        self._log_notices(new_cfg)
         self.ops.configured(new_cfg)
         os.environ.update(new_cfg.env)
         if new_cfg.chdir:

@@ -1,9 +1,12 @@
-"""The command line: argv + SUPERVISE_CMD_ARGS + config file -> Config, and ``main()``.
+"""The command line: argv + SUPERVISE_CMD_ARGS + GUNICORN_CMD_ARGS + config file -> Config,
+and ``main()``.
 
-Precedence, highest first: the command line, SUPERVISE_CMD_ARGS, the config
-file, the defaults (some of which come from the environment: PORT,
-WEB_CONCURRENCY, ...). ``load_config`` has no side effect beyond executing the
-config file, because the arbiter calls it again on SIGHUP to reload.
+Precedence, highest first: the command line, SUPERVISE_CMD_ARGS,
+GUNICORN_CMD_ARGS, the config file, the defaults (some of which come from the
+environment: PORT, WEB_CONCURRENCY, ...). The config file is ``-c FILE``, else
+./supervise.conf.py, else Gunicorn's ./gunicorn.conf.py. ``load_config`` has no
+side effect beyond executing the config file, because the arbiter calls it again
+on SIGHUP to reload: what it has to say goes on ``Config.notices``.
 """
 
 from __future__ import annotations
@@ -22,21 +25,42 @@ from typing import Any, NoReturn
 
 from supervise import __version__
 from supervise.config import NOT_FROM_FILE, SECTIONS, SETTINGS, Config, ConfigError, Setting
+from supervise.config_notices import (
+    GunicornFlags,
+    Notice,
+    NoticeKind,
+    close_option,
+    file_notices,
+    split_gunicorn_only,
+    unique,
+    worker_class_notice,
+)
 
 CMD_ARGS_ENV = "SUPERVISE_CMD_ARGS"
+GUNICORN_CMD_ARGS_ENV = "GUNICORN_CMD_ARGS"
 DEFAULT_CONFIG_FILE = "supervise.conf.py"
+GUNICORN_CONFIG_FILE = "gunicorn.conf.py"
 
 USAGE = "%(prog)s [OPTIONS] [APP_MODULE]"
 DESCRIPTION = (
     "Run a Python web application (WSGI, ASGI or RSGI) with a pre-fork master and workers. "
     "APP_MODULE is MODULE:ATTRIBUTE, e.g. myproject.wsgi:application."
 )
-EPILOG = (
-    f"Options can also be given in a config file (-c FILE, default ./{DEFAULT_CONFIG_FILE}) "
-    f"and in the {CMD_ARGS_ENV} environment variable; the command line wins. "
-    "Every setting is described in docs/settings.md. "
-    "To control a running server: supervise ctl --help."
-)
+
+
+def _epilog() -> str:
+    config_only = [s.name for s in SETTINGS.values() if not s.flags and s.arity is None]
+    return (
+        f"Options can also be given in a config file (-c FILE, default ./{DEFAULT_CONFIG_FILE}, "
+        f"else ./{GUNICORN_CONFIG_FILE}) and in the {CMD_ARGS_ENV} and {GUNICORN_CMD_ARGS_ENV} "
+        f"environment variables; the command line wins, then {CMD_ARGS_ENV}, then "
+        f"{GUNICORN_CMD_ARGS_ENV}, then the file. "
+        "supervise --help-setting NAME describes one setting in full (NAME: a config-file "
+        "name such as max_requests, or an option such as --max-requests). "
+        f"Config-file only: {', '.join(config_only)} and the server hooks (on_starting, "
+        "post_fork, ...). "
+        "To control a running server: supervise ctl --help."
+    )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,6 +70,27 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise ConfigError(message)
+
+    def option_strings(self) -> list[str]:
+        """Every option this parser takes (``--no-X`` forms included), for "did you mean"."""
+        return list(self._option_string_actions)
+
+
+class _HelpSetting(argparse.Action):
+    """--help-setting NAME: the full text of one setting, which an installed package
+    has no docs/settings.md to look it up in."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        from supervise.help_setting import describe
+
+        sys.stdout.write(describe(str(values)))
+        parser.exit(0)
 
 
 def _help_text(setting: Setting) -> str:
@@ -59,7 +104,7 @@ def _help_text(setting: Setting) -> str:
     return text.replace("%", "%%")  # argparse %-formats help strings
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     """The parser for every setting that has flags, grouped by section for --help.
 
     Every default is SUPPRESS so that the namespace holds only what was actually
@@ -70,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="supervise",
         usage=USAGE,
         description=DESCRIPTION,
-        epilog=EPILOG,
+        epilog=_epilog(),
         allow_abbrev=False,
         argument_default=argparse.SUPPRESS,
     )
@@ -78,6 +123,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--version",
         action="version",
         version=f"supervise {__version__} (Python {sys.version.split()[0]})",
+    )
+    parser.add_argument(
+        "-v",
+        action="version",
+        version=f"supervise (version {__version__})",
+        help="show the version as Gunicorn's -v does, and exit",
+    )
+    parser.add_argument(
+        "--help-setting",
+        action=_HelpSetting,
+        metavar="NAME",
+        help="describe one setting in full (flags, config-file name, default, text) and exit",
     )
     parser.add_argument(
         "app",
@@ -103,24 +160,78 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _parse(parser: argparse.ArgumentParser, args: list[str], source: str) -> dict[str, Any]:
+def _unrecognized(extras: list[str], options: list[str]) -> str:
+    """argparse's complaint about leftovers, with "did you mean" for a mistyped option."""
+    hint = ""
+    for extra in extras:
+        if extra.startswith("-") and len(extra) > 1:
+            option = extra.partition("=")[0]
+            meant = close_option(option, options)
+            hint = f" (did you mean {meant}?)" if meant else ""
+            break
+    return f"unrecognized arguments: {' '.join(extras)}{hint}"
+
+
+def _parse(
+    parser: _Parser, args: list[str], source: str, *, gunicorn_flags: GunicornFlags
+) -> tuple[dict[str, Any], list[Notice]]:
+    options = parser.option_strings()
+    args, notices = split_gunicorn_only(
+        args, our_flags=options, policy=gunicorn_flags, where=source
+    )
     try:
-        ns = parser.parse_args(args)
+        ns, extras = parser.parse_known_args(args)
+        if extras:
+            raise ConfigError(_unrecognized(extras, options))
     except ConfigError as exc:
         raise ConfigError(f"{exc}{source} (see supervise --help)") from None
     values = vars(ns)
     if "app" in values:
         values["wsgi_app"] = values.pop("app")
-    return values
+    return values, notices
 
 
-def _apply(cfg: Config, values: Mapping[str, Any], source: str) -> None:
+def _parse_env(
+    parser: _Parser, environ: Mapping[str, str], var: str
+) -> tuple[dict[str, Any], list[Notice]]:
+    """Options from an environment variable, parsed like a command line. Gunicorn's
+    options for settings supervise lacks are skipped with a warning: the variable is
+    often set by a platform or shared with a Gunicorn deployment."""
+    try:
+        args = shlex.split(environ.get(var, ""))
+    except ValueError as exc:
+        raise ConfigError(f"cannot parse {var}: {exc}") from None
+    return _parse(parser, args, f" (in {var})", gunicorn_flags=GunicornFlags.SKIP)
+
+
+def _apply(cfg: Config, values: Mapping[str, Any], source: str, notices: list[Notice]) -> None:
     for name, value in values.items():
         if name in SETTINGS and name not in NOT_FROM_FILE:
             try:
                 cfg.set(name, value)
             except ConfigError as exc:
                 raise ConfigError(f"{exc}{source}") from None
+            if name == "worker_class":
+                notice = worker_class_notice(value, where=source)
+                if notice is not None:
+                    notices.append(notice)
+
+
+def _default_config_file(notices: list[Notice]) -> str | None:
+    """./supervise.conf.py, else Gunicorn's ./gunicorn.conf.py, so that a Gunicorn
+    deployment's file is honoured (and the log says which one was read)."""
+    if os.path.isfile(DEFAULT_CONFIG_FILE):
+        return DEFAULT_CONFIG_FILE
+    if os.path.isfile(GUNICORN_CONFIG_FILE):
+        notices.append(
+            Notice(
+                NoticeKind.SOURCE,
+                f"Reading Gunicorn's config file ./{GUNICORN_CONFIG_FILE} "
+                f"(there is no ./{DEFAULT_CONFIG_FILE})",
+            )
+        )
+        return GUNICORN_CONFIG_FILE
+    return None
 
 
 def _raise_line(exc: BaseException, filename: str | None) -> str:
@@ -196,27 +307,29 @@ def read_config_file(location: str) -> tuple[str, dict[str, Any]]:
 
 def load_config(argv: list[str], environ: Mapping[str, str]) -> Config:
     """Resolve the settings from argv (without the program name), SUPERVISE_CMD_ARGS,
-    the config file and the defaults. Raises ConfigError; --help and --version print
-    and raise SystemExit(0), as argparse does."""
+    GUNICORN_CMD_ARGS, the config file and the defaults. Raises ConfigError; --help,
+    --help-setting and --version print and raise SystemExit(0), as argparse does.
+    Warnings (ignored names, Gunicorn-only settings) land on ``cfg.notices``."""
     parser = build_parser()
-    from_cli = _parse(parser, list(argv), "")
-    try:
-        env_args = shlex.split(environ.get(CMD_ARGS_ENV, ""))
-    except ValueError as exc:
-        raise ConfigError(f"cannot parse {CMD_ARGS_ENV}: {exc}") from None
-    env_source = f" (in {CMD_ARGS_ENV})"
-    from_env = _parse(parser, env_args, env_source)
+    from_cli, notices = _parse(parser, list(argv), "", gunicorn_flags=GunicornFlags.REFUSE)
+    from_env, env_notices = _parse_env(parser, environ, CMD_ARGS_ENV)
+    from_gunicorn, gunicorn_notices = _parse_env(parser, environ, GUNICORN_CMD_ARGS_ENV)
+    notices += env_notices + gunicorn_notices
 
     cfg = Config(environ)
-    location = from_cli.get("config") or from_env.get("config")
-    if location is None and os.path.isfile(DEFAULT_CONFIG_FILE):
-        location = DEFAULT_CONFIG_FILE
+    location = from_cli.get("config") or from_env.get("config") or from_gunicorn.get("config")
+    if location is None:
+        location = _default_config_file(notices)
     if location:
         resolved, namespace = read_config_file(location)
-        _apply(cfg, namespace, f" (in config file {location})")
+        where = f" (in config file {location})"
+        notices += file_notices(namespace, where=where)
+        _apply(cfg, namespace, where, notices)
         cfg.set("config", resolved)
-    _apply(cfg, from_env, env_source)
-    _apply(cfg, from_cli, "")
+    _apply(cfg, from_gunicorn, f" (in {GUNICORN_CMD_ARGS_ENV})", notices)
+    _apply(cfg, from_env, f" (in {CMD_ARGS_ENV})", notices)
+    _apply(cfg, from_cli, "", notices)
+    cfg.notices = unique(notices)
     return cfg
 
 
@@ -246,8 +359,20 @@ def _fail(message: str, status: int) -> NoReturn:
     sys.exit(status)
 
 
+def print_notices(notices: tuple[Notice, ...]) -> None:
+    """What load_config noticed, on stderr, for the commands that exit before logging."""
+    for notice in notices:
+        label = "Warning" if notice.is_warning else "Note"
+        sys.stderr.write(f"{label}: {notice.text}\n")
+
+
 def check_app(cfg: Config) -> int:
-    """--check-config: import the app and make sure the worker class can serve it."""
+    """--check-config: import the app and make sure the worker class can serve it.
+
+    0 when it loads; 1 when it cannot be loaded; 2 when it loads but a config-file
+    name looks like a misspelt setting (it would be ignored: the server would run,
+    just not as configured). Other notices are warnings and leave the status alone.
+    """
     from supervise.loading import AppLoadError, check_interface, load_app
     from supervise.workers import WorkerClassError, load_worker_class
 
@@ -265,8 +390,18 @@ def check_app(cfg: Config) -> int:
         sys.stderr.write("Error: loading the application failed:\n")
         traceback.print_exc()
         return 1
+    misspelt = [n for n in cfg.notices if n.kind is NoticeKind.MISSPELT]
+    if misspelt:
+        sys.stderr.write(
+            f"Error: {len(misspelt)} name(s) in the configuration look like misspelt settings "
+            "(see above); they would be ignored\n"
+        )
+        return 2
+    warnings = sum(n.is_warning for n in cfg.notices)
+    more = f" ({warnings} warning(s) above)" if warnings else ""
     sys.stdout.write(
-        f"Configuration OK: {cfg.app_uri!r} loads and suits worker class {cfg.worker_class_str!r}\n"
+        f"Configuration OK: {cfg.app_uri!r} loads and suits worker class "
+        f"{cfg.worker_class_str!r}{more}\n"
     )
     return 0
 
@@ -280,10 +415,18 @@ def main(argv: list[str] | None = None) -> None:
         ctl.main(args[1:])
         return
     try:
+        if "--help-setting" in args[:-1]:
+            # Read here, not by argparse, which takes "--help-setting -b" for two options.
+            from supervise.help_setting import describe
+
+            sys.stdout.write(describe(args[args.index("--help-setting") + 1]))
+            sys.exit(0)
         cfg = load_config(args, os.environ)
     except ConfigError as exc:
         _fail(str(exc), 2)
 
+    if cfg.print_config or cfg.check_config:
+        print_notices(cfg.notices)
     if cfg.print_config:
         sys.stdout.write(format_settings(cfg))
         sys.stdout.flush()

@@ -78,6 +78,9 @@ class Config:
     """The resolved settings. Every setting is an attribute (``cfg.workers``)."""
 
     settings: Mapping[str, Setting] = SETTINGS
+    # What load_config (cli.py) noticed besides errors: config_notices.Notice objects,
+    # logged by the arbiter or printed by --check-config. Not a setting.
+    notices: tuple[Any, ...] = ()
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
         environ = os.environ if environ is None else environ
@@ -122,6 +125,7 @@ class Config:
     def copy(self) -> Config:
         clone = object.__new__(Config)
         object.__setattr__(clone, "_values", dict(self._values))
+        object.__setattr__(clone, "notices", self.notices)
         return clone
 
     # -- derived values
@@ -190,9 +194,12 @@ def settings_markdown() -> str:
         "Every setting can be given in a config file (`-c FILE`; a module-level name equal "
         "to the setting name sets it), and most on the command line. Precedence, highest "
         "first: the command line, the `SUPERVISE_CMD_ARGS` environment variable (parsed like "
-        "a command line), the config file, the defaults. Names, flags and defaults follow "
-        "Gunicorn's, so a gunicorn.conf.py works unchanged; names supervise does not know "
-        "are ignored. `supervise --print-config` shows the resolved values.",
+        "a command line), Gunicorn's `GUNICORN_CMD_ARGS` (the same), the config file, the "
+        "defaults. Names, flags and defaults follow Gunicorn's, so a gunicorn.conf.py works "
+        "unchanged (and is read when there is no supervise.conf.py); names supervise does "
+        "not know are ignored with a warning. `supervise --print-config` shows the resolved "
+        "values and `supervise --help-setting NAME` prints one setting's section of this "
+        "page.",
         "",
     ]
     for section in SECTIONS:

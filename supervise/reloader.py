@@ -19,10 +19,39 @@ from typing import Any
 
 WATCHED_SUFFIXES = (".py", ".pyx", ".pyi")
 
+# Directories never watched: virtualenvs, version control, caches, build outputs,
+# JavaScript dependencies. Inside a project they hold far more files than its code,
+# and watching them costs inotify watches (or, polling, a scan of each file every
+# turn). Hidden directories and any directory holding a pyvenv.cfg (a virtualenv of
+# any name) are skipped as well.
+SKIPPED_DIRS = frozenset(
+    {
+        "venv",
+        "node_modules",
+        "__pycache__",
+        "site-packages",
+        "target",
+        "build",
+        "dist",
+    }
+)
+# Past this many directories the walk stops (supervise --reload started from / or a
+# home directory) and the log says so.
+MAX_DIRS = 5000
 
-def watch_paths(extra_files: Iterable[str]) -> list[str]:
-    """The directories to watch: the working directory, the app's import path
-    (not the standard library or site-packages) and the extra files' folders."""
+
+def _skipped(parent: str, name: str) -> bool:
+    return (
+        name.startswith(".")
+        or name in SKIPPED_DIRS
+        or name.endswith(".egg-info")
+        or os.path.exists(os.path.join(parent, name, "pyvenv.cfg"))
+    )
+
+
+def watch_roots(extra_files: Iterable[str]) -> list[str]:
+    """The trees to watch: the working directory, the app's import path (not the
+    standard library or site-packages) and the extra files' folders."""
     paths = {os.getcwd()}
     paths.update(p for p in sys.path if p and os.path.isdir(p) and "site-packages" not in p)
     paths = {p for p in paths if not p.startswith(sys.base_prefix) and not p.startswith(sys.prefix)}
@@ -33,6 +62,25 @@ def watch_paths(extra_files: Iterable[str]) -> list[str]:
     return [
         p for i, p in enumerate(ordered) if not any(p.startswith(q + os.sep) for q in ordered[:i])
     ]
+
+
+def watch_dirs(roots: Iterable[str]) -> tuple[list[str], set[str], bool]:
+    """Every directory under ``roots`` worth watching, each to be watched on its own
+    (not recursively, so that skipped trees are never entered); the names of the
+    directories skipped; and whether MAX_DIRS cut the walk short. A directory made
+    later is seen by the next generation's watcher (the change that imports it
+    reloads)."""
+    dirs: list[str] = []
+    skipped: set[str] = set()
+    for root in roots:
+        for parent, names, _ in os.walk(root):
+            if len(dirs) >= MAX_DIRS:
+                return dirs, skipped, True
+            dirs.append(parent)
+            kept = [n for n in names if not _skipped(parent, n)]
+            skipped.update(set(names) - set(kept))
+            names[:] = kept
+    return dirs, skipped, False
 
 
 class FileWatcher:
@@ -63,14 +111,27 @@ class FileWatcher:
         def wanted(change: watchfiles.Change, path: str) -> bool:
             return path.endswith(WATCHED_SUFFIXES) or path in extra
 
-        paths = watch_paths(self.extra_files)
-        self.log.info("Reloader: watching %s for changes", ", ".join(paths))
+        roots = watch_roots(self.extra_files)
+        dirs, skipped, cut = watch_dirs(roots)
+        self.log.info(
+            "Reloader: watching %s for changes (%d directories; not %s)",
+            ", ".join(roots),
+            len(dirs),
+            ", ".join(sorted(skipped)) or "-",
+        )
+        if cut:
+            self.log.warning(
+                "Reloader: more than %d directories: watching only the first ones; "
+                "start supervise from the project's directory",
+                MAX_DIRS,
+            )
         for changes in watchfiles.watch(
-            *paths,
+            *dirs,
             watch_filter=wanted,
             stop_event=self.stop_event,
             debounce=200,
             force_polling=self.force_polling,
+            recursive=False,
         ):
             names = ", ".join(sorted({os.path.relpath(path) for _, path in changes}))
             self.log.info("Detected change in %s: reloading", names)

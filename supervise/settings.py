@@ -133,13 +133,16 @@ def _build() -> dict[str, Setting]:
         flags=["-c", "--config"],
         metavar="CONFIG",
         validator=OPT_STR,
-        default_doc="`./supervise.conf.py` when that file exists",
+        default_doc="`./supervise.conf.py` when that file exists, else `./gunicorn.conf.py`",
         help="The configuration file: a Python file (`PATH` or `file:PATH`) or an "
         "importable module (`python:MODULE_NAME`). Module-level names equal to setting "
-        "names set those settings; other names are ignored, so a gunicorn.conf.py works "
-        "as it is. When not given, `./supervise.conf.py` is read if it exists. The "
-        "command line and SUPERVISE_CMD_ARGS override what the file sets. The file is "
-        "read again on SIGHUP.",
+        "names set those settings, so a gunicorn.conf.py works as it is. Other names are "
+        'ignored with a warning (with "did you mean" for a misspelt setting, and the '
+        "reason for a Gunicorn setting supervise does not have), except names starting "
+        "with `_`, ALL-CAPS names, modules, classes and imported functions. When not "
+        "given, `./supervise.conf.py` is read if it exists, else Gunicorn's "
+        "`./gunicorn.conf.py` (the log says so). The command line, SUPERVISE_CMD_ARGS and "
+        "GUNICORN_CMD_ARGS override what the file sets. The file is read again on SIGHUP.",
     )
     add(
         name="wsgi_app",
@@ -158,7 +161,9 @@ def _build() -> dict[str, Setting]:
         default=False,
         help="Check the configuration, import the application and exit. The status is 0 "
         "when both are fine, 1 (with the reason) when the application cannot be loaded, 2 for "
-        "an invalid setting.",
+        "an invalid setting or a config-file name that looks like a misspelt setting. "
+        "Warnings (names that set nothing, Gunicorn settings supervise does not have) are "
+        "printed on stderr and leave the status at 0.",
     )
     add(
         name="print_config",
@@ -167,8 +172,8 @@ def _build() -> dict[str, Setting]:
         validator=BOOL,
         default=False,
         help="Print every resolved setting and exit. The values combine the defaults, the "
-        "config file, SUPERVISE_CMD_ARGS and the command line, one `name = value` per "
-        "line, sorted. "
+        "config file, GUNICORN_CMD_ARGS, SUPERVISE_CMD_ARGS and the command line, one "
+        "`name = value` per line, sorted (warnings go to stderr). "
         "Unlike Gunicorn, it does not import the application; add --check-config for that.",
     )
 
@@ -183,10 +188,10 @@ def _build() -> dict[str, Setting]:
         env="PORT",
         default_doc="`['127.0.0.1:8000']`, or `['0.0.0.0:$PORT']` when the PORT "
         "environment variable is set",
-        help="An address to listen on; repeat the option to listen on several. Forms: "
-        "`HOST`, `HOST:PORT`, `[IPV6]:PORT`, `unix:PATH` and `fd://FD` (an inherited file "
-        "descriptor). Sockets handed over by systemd (LISTEN_FDS) are used instead when "
-        "present.",
+        help="An address to listen on, as `HOST:PORT`, `[::1]:PORT` (IPv6), `unix:PATH` or "
+        "`fd://N` (an inherited file descriptor); repeat the option to listen on several. "
+        "A bare `HOST` means port 8000, and port 0 picks a free port (the log says which). "
+        "Sockets handed over by systemd (LISTEN_FDS) are used instead when present.",
     )
     add(
         name="backlog",
@@ -232,8 +237,11 @@ def _build() -> dict[str, Setting]:
         "keep-alive, `gevent` WSGI on greenlets, `asgi` ASGI on asyncio and `rsgi` RSGI "
         "on the native server; a dotted path names a subclass of "
         "`supervise.workers.base.Worker`. As in Gunicorn, `sync` with "
-        "`threads` above 1 runs the gthread worker. Gunicorn's own class paths and "
-        "`uvicorn.workers.UvicornWorker` are read as the matching supervise worker.",
+        "`threads` above 1 runs the gthread worker. Gunicorn's own names and class paths "
+        "(`egg:gunicorn#gevent`, `gunicorn.workers.ggevent.GeventWorker`, `gevent_pywsgi`) "
+        "and `uvicorn.workers.UvicornWorker` run the matching supervise worker, with a "
+        "warning that says which `-k` to write; Gunicorn's eventlet and tornado workers "
+        "have no counterpart and are refused with what to use instead.",
     )
     add(
         name="threads",
@@ -390,7 +398,11 @@ def _build() -> dict[str, Setting]:
         default=False,
         help="Replace the workers when a Python file of the application (or a file in "
         "reload_extra_files) changes. Meant for development; it cannot work with "
-        "preload_app, since the master's own imports cannot be refreshed.",
+        "preload_app, since the master's own imports cannot be refreshed. The working "
+        "directory and the app's import path are watched, except virtualenvs (any "
+        "directory holding a pyvenv.cfg), hidden directories (`.venv`, `.git`, `.tox`), "
+        "`venv`, `node_modules`, `__pycache__`, `site-packages`, `build`, `dist`, `target` "
+        "and `*.egg-info`.",
     )
     add(
         name="reload_engine",

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from supervise import worker_names
 from supervise.workers import WORKERS
 
 
@@ -204,16 +205,6 @@ def _addr_list(value: Any) -> list[str]:
 ADDRESSES = Check("list of str", _addr_list)
 
 
-# Worker classes commonly named in gunicorn.conf.py files, and ours that do the same job.
-_GUNICORN_WORKERS = {
-    "gunicorn.workers.sync.SyncWorker": "sync",
-    "gunicorn.workers.gthread.ThreadWorker": "gthread",
-    "gunicorn.workers.ggevent.GeventWorker": "gevent",
-    "uvicorn.workers.UvicornWorker": "asgi",
-    "uvicorn.workers.UvicornH11Worker": "asgi",
-    "uvicorn_worker.UvicornWorker": "asgi",
-    "uvicorn_worker.UvicornH11Worker": "asgi",
-}
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*[.:][A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
@@ -226,16 +217,25 @@ def _worker_class(value: Any) -> str:
                 f"class {value.__qualname__} is defined in the config file: "
                 "put it in an importable module and give its dotted path"
             )
-        return f"{value.__module__}:{value.__qualname__}"
-    name = _str(value)
-    if _GUNICORN_WORKERS.get(name) in WORKERS:
-        name = _GUNICORN_WORKERS[name]
+        name = f"{value.__module__}:{value.__qualname__}"
+    else:
+        name = _str(value)
+    ours = tuple(WORKERS)
+    # Gunicorn's and Uvicorn's classes run as the supervise worker that does the same
+    # job; the config loader tells the user (worker_names.py, config_notices.py).
+    found = worker_names.foreign(name, ours)
+    if isinstance(found, worker_names.Refused):
+        raise ConfigError(f"worker class {name!r} ({found.whose}) is not supported: {found.advice}")
+    if found is not None and found.to in WORKERS:
+        return found.to
     if name in WORKERS or _DOTTED.fullmatch(name):
         return name
     *others, last = WORKERS
+    close = worker_names.close_name(name, ours)
+    hint = f" (did you mean {close}?)" if close else ""
     # ConfigError, not Invalid: the message names the setting already, so it goes out as is.
     raise ConfigError(
-        f"unknown worker class {name!r}: use {', '.join(others)} or {last}, "
+        f"unknown worker class {name!r}{hint}: use {', '.join(others)} or {last}, "
         "or a dotted path to a Worker subclass"
     )
 

@@ -226,6 +226,7 @@ def launch(
         args[:0] = ["-b", f"127.0.0.1:{port}"]
     full_env = dict(os.environ)
     full_env.pop("SUPERVISE_CMD_ARGS", None)
+    full_env.pop("GUNICORN_CMD_ARGS", None)  # read too, below SUPERVISE_CMD_ARGS
     full_env.pop("WEB_CONCURRENCY", None)
     full_env["PYTHONUNBUFFERED"] = "1"
     full_env.update(env or {})

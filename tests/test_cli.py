@@ -44,7 +44,14 @@ def run(
     full_env = {
         k: v
         for k, v in os.environ.items()
-        if k not in ("SUPERVISE_CMD_ARGS", "WEB_CONCURRENCY", "PORT", "FORWARDED_ALLOW_IPS")
+        if k
+        not in (
+            "SUPERVISE_CMD_ARGS",
+            "GUNICORN_CMD_ARGS",
+            "WEB_CONCURRENCY",
+            "PORT",
+            "FORWARDED_ALLOW_IPS",
+        )
     }
     full_env.update(env or {})
     return subprocess.run(

@@ -309,6 +309,6 @@ def test_gevent_missing_is_a_one_line_error(start_server, tmp_path):
     server = start_server("-k", "gevent", f"{APPS}:path", wait=False, env={"PYTHONPATH": str(shim)})
     assert server.proc.wait(30) != 0
     log = server.log()
-    assert "pip install 'supervise[gevent]'" in log
+    assert "pip install 'supervise-server[gevent]'" in log
     assert "Traceback" not in log
     assert len(log.strip().splitlines()) == 1, log

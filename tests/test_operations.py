@@ -7,11 +7,14 @@ import pwd
 import shutil
 import signal
 import stat
+import sys
 import time
 from pathlib import Path
 
 import pytest
 from conftest import APPS_DIR, children_of, free_port, wait_until
+
+import supervise
 
 APP = "lifecycle_app:app"
 
@@ -125,9 +128,12 @@ def _others_can_reach(path: Path) -> bool:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch users")
 def test_workers_run_as_configured_user(start_server, tmp_path):
-    # The worker, running as nobody, imports the app from the clone itself.
-    if not _others_can_reach(APPS_DIR):
-        pytest.skip(f"user nobody cannot enter {APPS_DIR} (a clone in a private directory)")
+    # The worker, running as nobody, imports the app from the clone itself, and what
+    # it imports later from supervise and the virtualenv.
+    needed = [APPS_DIR, Path(supervise.__file__).parent, Path(sys.prefix)]
+    for path in needed:
+        if not _others_can_reach(path):
+            pytest.skip(f"user nobody cannot enter {path} (a clone or venv in a private directory)")
     nobody = pwd.getpwnam("nobody")
     sock_path = str(tmp_path / "app.sock")
     os.chmod(tmp_path, 0o755)

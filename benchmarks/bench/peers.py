@@ -37,8 +37,11 @@ PEERS = [
 OPTIONAL = ["rloop", "uwsgi"]
 # Only the venv that draws the charts needs it.
 CHARTS = ["matplotlib"]
+# supervise's distribution name (pyproject's [project] name): "supervise" on PyPI is
+# another project.
+DISTRIBUTION = "supervise-server"
 # Distributions whose versions the report lists.
-REPORTED = [*PEERS, *OPTIONAL, "supervise", "h11", "h2", "twisted"]
+REPORTED = [*PEERS, *OPTIONAL, DISTRIBUTION, "h11", "h2", "twisted"]
 
 # What decides whether the installed supervise is stale: sources, not build outputs.
 _SOURCE_GLOBS = [
@@ -146,6 +149,9 @@ def prepare(version: str, *, charts: bool, upgrade: bool, log) -> Venv:
         # Once installed, --force-reinstall --no-deps: the version number does not change
         # between edits, so pip would otherwise keep the stale build.
         again = ["--no-deps", "--force-reinstall"] if state.get("supervise") else []
+        if "supervise" in _installed_versions(venv):
+            # Installed under its old distribution name, whose files the new one shares.
+            subprocess.run([venv.python, "-m", "pip", "uninstall", "-q", "-y", "supervise"])
         if not _pip(venv, [*again, str(REPO_ROOT)], log, env):
             raise RuntimeError(f"installing supervise into {venv.path} failed (see above)")
         state["supervise"] = digest

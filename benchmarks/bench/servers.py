@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from bench.peers import BENCH_DIR, Venv
+from bench.peers import BENCH_DIR, DISTRIBUTION, Venv
 
 APPS = {
     "wsgi": "apps.wsgi_app:app",
@@ -272,7 +272,7 @@ def supervise_servers(venv: Venv, log) -> list[Server]:
             Server(
                 f"supervise-{kind}",
                 wc.interface,
-                "supervise",
+                DISTRIBUTION,
                 _supervise(kind, wc),
                 wc.features,
                 probe_features=True,
@@ -288,7 +288,7 @@ def supervise_servers(venv: Venv, log) -> list[Server]:
                 Server(
                     f"supervise-{kind}{METRICS_SUFFIX}",
                     wc.interface,
-                    "supervise",
+                    DISTRIBUTION,
                     _supervise(kind, wc, metrics=True),
                     wc.features,
                     probe_features=True,

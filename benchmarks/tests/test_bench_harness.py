@@ -155,3 +155,11 @@ def test_asgi_app_echoes_a_body_sent_in_parts() -> None:
     assert sent[0]["status"] == 200
     assert (b"content-length", b"4") in sent[0]["headers"]
     assert sent[1]["body"] == b"abcd"
+
+
+def test_distribution_name_is_pyprojects() -> None:
+    """The harness finds supervise's version under pyproject's [project] name."""
+    from bench.peers import DISTRIBUTION
+
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    assert f'\nname = "{DISTRIBUTION}"\n' in pyproject

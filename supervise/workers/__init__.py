@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, NamedTuple
 
+from supervise import DISTRIBUTION
+
 if TYPE_CHECKING:
     from supervise.workers.base import Worker
 
@@ -57,7 +59,7 @@ def load_worker_class(name: str) -> type[Worker]:
         if spec is None:
             raise WorkerClassError(f"cannot import worker class {name!r}: {exc}") from None
         if exc.name and not exc.name.startswith("supervise"):
-            hint = f"pip install 'supervise[{spec.extra}]'" if spec.extra else ""
+            hint = f"pip install '{DISTRIBUTION}[{spec.extra}]'" if spec.extra else ""
             raise WorkerClassError(
                 f"worker class {name!r} needs {exc.name!r}, which is not installed: "
                 f"{hint or 'pip install ' + exc.name}"
