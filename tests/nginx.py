@@ -172,11 +172,20 @@ def start_nginx(
         text=True,
         timeout=30,
     )
-    assert check.returncode == 0, f"nginx -t refused the config:\n{check.stderr}\n{conf.read_text()}"
+    assert check.returncode == 0, f"nginx -t refused:\n{check.stderr}\n{conf.read_text()}"
     with open(prefix / "stderr.log", "wb") as out:
         proc = subprocess.Popen(
-            [binary, "-p", f"{prefix}/", "-c", str(conf), "-e", str(prefix / "error.log"),
-             "-g", "daemon off;"],
+            [
+                binary,
+                "-p",
+                f"{prefix}/",
+                "-c",
+                str(conf),
+                "-e",
+                str(prefix / "error.log"),
+                "-g",
+                "daemon off;",
+            ],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -12,11 +12,13 @@ import os
 
 
 def _seen(client: str, scheme: str, host: str) -> bytes:
-    return json.dumps({"client": client, "scheme": scheme, "host": host, "pid": os.getpid()}).encode()
+    seen = {"client": client, "scheme": scheme, "host": host, "pid": os.getpid()}
+    return json.dumps(seen).encode()
 
 
 def app(environ, start_response):
-    body = _seen(environ.get("REMOTE_ADDR", ""), environ["wsgi.url_scheme"], environ.get("HTTP_HOST", ""))
+    client, host = environ.get("REMOTE_ADDR", ""), environ.get("HTTP_HOST", "")
+    body = _seen(client, environ["wsgi.url_scheme"], host)
     start_response(
         "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
     )
@@ -44,7 +46,8 @@ async def asgi_app(scope, receive, send):
         message = await receive()
         if message["type"] == "websocket.disconnect":
             return
-        await send({"type": "websocket.send", "text": message.get("text"), "bytes": message.get("bytes")})
+        echo = {"text": message.get("text"), "bytes": message.get("bytes")}
+        await send({"type": "websocket.send", **echo})
 
 
 def _rsgi_client(client: str) -> str:
