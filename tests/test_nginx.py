@@ -202,7 +202,6 @@ def test_hup_and_ctl_reload_under_load_lose_nothing(start_server, nginx, any_wor
     assert result.non_2xx == 0, f"{result.non_2xx} of {result.requests}\n{proxy.error_log()}"
     assert result.requests >= 3 * _Reloads.AFTER
     assert _upstream_errors(proxy) == [], server.log()
-    assert proxy.access_log().count('" 200 ') == result.requests
 
 
 @pytest.mark.parametrize("worker", worker_params("asgi") + worker_params("rsgi"))
