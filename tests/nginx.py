@@ -5,9 +5,10 @@ Nothing of the system's nginx is used or touched: the config, the pid file,
 the logs and every temp path live in the test's folder, and nginx listens on
 a free port. The config is written from parts, so a test adds what it needs:
 
-    site = Nginx.site(socket_path, port)                 # examples/nginx/myapp.conf
-    nginx = start(http=site)                             # the `nginx` fixture
-    nginx = start(stream=stream_server(port, "unix:" + path, proxy_protocol=True))
+    site = Nginx.site(socket_path, f"127.0.0.1:{port}")  # examples/nginx/myapp.conf
+    proxy = nginx(port, http=site)                       # the `nginx` fixture (conftest.py)
+    proxy = nginx(port, stream=stream_server(f"127.0.0.1:{port}", f"unix:{socket_path}",
+                                             proxy_protocol=True))
 
 The site is examples/nginx/myapp.conf (the config docs/operations.md shows)
 with its socket path and port replaced, so the docs and the tests cannot

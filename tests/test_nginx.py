@@ -46,16 +46,18 @@ def _serve(start_server, tmp_path: Path, worker: str, *args: str):
     return server, sock
 
 
-def _tls_lines(tmp_path: Path) -> str:
+def _tls_lines(tmp_path: Path) -> tuple[str, int, trustme.CA]:
     """An HTTPS listener next to the plain one, with a certificate made for the test."""
-    cert = trustme.CA().issue_cert("127.0.0.1", "localhost")
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1", "localhost")
     cert.private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "nginx.pem"))
     port = free_port()
-    return (
+    pem = tmp_path / "nginx.pem"
+    lines = (
         f"\n    listen 127.0.0.1:{port} ssl;"
-        f"\n    ssl_certificate {tmp_path / 'nginx.pem'};"
-        f"\n    ssl_certificate_key {tmp_path / 'nginx.pem'};"
-    ), port
+        f"\n    ssl_certificate {pem};\n    ssl_certificate_key {pem};"
+    )
+    return lines, port, ca
 
 
 def _seen(response: tuple[int, dict, bytes]) -> dict:
@@ -64,10 +66,9 @@ def _seen(response: tuple[int, dict, bytes]) -> dict:
     return json.loads(body)
 
 
-def _https_get(port: int, headers: dict[str, str]) -> dict:
+def _https_get(port: int, ca: trustme.CA, headers: dict[str, str]) -> dict:
     ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE  # nginx's cert is the test's own; what matters is the scheme
+    ca.configure_trust(ctx)
     conn = http.client.HTTPSConnection(
         "127.0.0.1", port, timeout=10, context=ctx, source_address=(CLIENT, 0)
     )
@@ -82,7 +83,7 @@ def _https_get(port: int, headers: dict[str, str]) -> dict:
 def test_proxy_headers_reach_the_app(start_server, nginx, any_worker, tmp_path):
     _, sock = _serve(start_server, tmp_path, any_worker)
     port = free_port()
-    tls, tls_port = _tls_lines(tmp_path)
+    tls, tls_port, ca = _tls_lines(tmp_path)
     proxy = nginx(port, http=Nginx.site(str(sock), f"127.0.0.1:{port}", tls))
     # Straight to the socket, the app sees no address; through nginx, the client's.
     assert _seen(_unix_get(sock))["client"] == ""
@@ -95,7 +96,7 @@ def test_proxy_headers_reach_the_app(start_server, nginx, any_worker, tmp_path):
     seen = _seen(proxy.get("/", headers={"X-Forwarded-For": "203.0.113.9"}, source="127.0.0.1"))
     assert seen["client"] == "203.0.113.9"
     # HTTPS ends at nginx; the app is told through X-Forwarded-Proto.
-    seen = _https_get(tls_port, {"Host": "b.test"})
+    seen = _https_get(tls_port, ca, {"Host": "b.test"})
     assert seen == {**seen, "client": CLIENT, "scheme": "https", "host": "b.test"}
     assert _upstream_errors(proxy) == []
 
