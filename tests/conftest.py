@@ -325,3 +325,21 @@ def rsgi(start_server, marks):
         return start_server("-k", "rsgi", *args, app, **options)
 
     return start
+
+
+@pytest.fixture
+def nginx(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """Factory: nginx(port, http=..., stream=...) -> a running nginx (tests/nginx.py)
+    with that config, stopped at teardown; the test skips when nginx is missing."""
+    from nginx import start_nginx
+
+    started: list[Any] = []
+
+    def start(port: int, *, http: str = "", stream: str = "") -> Any:
+        proc = start_nginx(tmp_path / f"nginx-{len(started)}", port, http=http, stream=stream)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.stop()

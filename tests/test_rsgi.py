@@ -44,6 +44,22 @@ def test_scope_attributes(rsgi):
     assert scope["server"] == f"127.0.0.1:{server.port}"
 
 
+def test_proxy_headers_from_trusted_peers_only(rsgi):
+    """As the other workers (forwarded_allow_ips); RSGI's client keeps its
+    "addr:port" form, with port 0 as ASGI's ``(addr, 0)``."""
+    headers = {"X-Forwarded-For": "203.0.113.7, 127.0.0.1", "X-Forwarded-Proto": "https"}
+    scope = httpx.get(url(trusted := rsgi(), "/scope"), headers=headers).json()
+    assert (scope["client"], scope["scheme"]) == ("203.0.113.7:0", "https")
+    forwarded = {"Forwarded": 'for="[2001:db8::17]:4711";proto=https'}
+    scope = httpx.get(url(trusted, "/scope"), headers=forwarded).json()
+    assert (scope["client"], scope["scheme"]) == ("[2001:db8::17]:0", "https")
+    contradictory = {"X-Forwarded-Proto": "https", "X-Forwarded-Ssl": "off"}
+    assert httpx.get(url(trusted, "/scope"), headers=contradictory).status_code == 400
+    untrusted = rsgi("--forwarded-allow-ips", "10.9.8.7")
+    scope = httpx.get(url(untrusted, "/scope"), headers=headers).json()
+    assert scope["client"].startswith("127.0.0.1:") and scope["scheme"] == "http"
+
+
 def test_headers_mapping(rsgi):
     server = rsgi()
     headers = [("X-Dup", "one"), ("X-Dup", "two"), ("User-Agent", "t")]

@@ -151,6 +151,26 @@ class ProxyRules:
                 _, client = self._client([_host(h) for h in xff.split(",") if h.strip()])
         return scheme, client
 
+    def native(self) -> tuple[list[str], Callable[[str, dict[str, str]], Any]] | None:
+        """For the rsgi worker's native server (``RsgiServer(proxy=...)``): the header
+        names to look for, and what to call for a request carrying any of them."""
+        if not self.enabled:
+            return None
+        return sorted(n.decode("latin-1") for n in self.header_names), self._resolve_native
+
+    def _resolve_native(self, peer: str, found: dict[str, str]) -> tuple[str | None, str | None]:
+        """(client as RSGI writes it, "addr:0", scheme) from the headers ``found``
+        (lower-cased names); nothing from an untrusted ``peer`` ("addr:port", or
+        "" for a unix-socket peer, always trusted). May raise ContradictoryScheme."""
+        if peer:
+            host = _host(peer)
+            if host is None or not self.trusts(host):
+                return None, None
+        scheme, client = self.resolve(found.get, wsgi=False)
+        if client is not None:
+            client = f"[{client}]:0" if ":" in client else f"{client}:0"
+        return client, scheme
+
 
 def _environ_key(header: str) -> str:
     return "HTTP_" + header.upper().replace("-", "_")

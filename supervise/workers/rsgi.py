@@ -32,6 +32,7 @@ from time import monotonic
 from typing import Any
 
 from supervise import _native
+from supervise.http.proxy import ProxyRules
 from supervise.http.rsgi_call import make_handler
 from supervise.workers.base import APP_LOAD_ERROR, WORKER_BOOT_ERROR
 from supervise.workers.evloop import SHUTDOWN_SHARE, LoopWorker, cancel_remaining
@@ -116,6 +117,7 @@ class RsgiWorker(LoopWorker):
                 ws_max_size=cfg.ws_max_size,
                 ws_ping_interval=float(cfg.ws_ping_interval),
                 ws_ping_timeout=float(cfg.ws_ping_timeout),
+                proxy=ProxyRules(cfg).native(),
             )
         except OSError as exc:
             self.log.error("%s", exc)

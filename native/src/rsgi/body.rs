@@ -154,6 +154,11 @@ fn too_large() -> Reply {
     refusal(StatusCode::PAYLOAD_TOO_LARGE, "Request body too large")
 }
 
+/// A request whose proxy headers contradict each other (as the other workers).
+pub fn bad_request(text: &'static str) -> Reply {
+    refusal(StatusCode::BAD_REQUEST, text)
+}
+
 pub fn server_error() -> Reply {
     refusal(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error")
 }

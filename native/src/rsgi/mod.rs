@@ -13,6 +13,7 @@ mod awaitable;
 mod body;
 mod bridge;
 mod errors;
+mod forwarded;
 mod headers;
 mod protocol;
 pub mod scope;

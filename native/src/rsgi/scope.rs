@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyString;
 
+use super::forwarded::Proxied;
 use super::headers::Headers;
 use crate::h1::target::percent_decode;
 use crate::server::ConnInfo;
@@ -22,23 +23,26 @@ pub struct Scope {
     conn: Arc<ConnInfo>,
     headers: PyOnceLock<Py<Headers>>,
     websocket: bool,
+    /// The client and scheme a trusted proxy's headers gave (forwarded.rs).
+    proxied: Proxied,
 }
 
 impl Scope {
-    pub fn new(head: Parts, conn: Arc<ConnInfo>) -> Self {
+    pub fn new(head: Parts, conn: Arc<ConnInfo>, proxied: Proxied) -> Self {
         Scope {
             head,
             conn,
             headers: PyOnceLock::new(),
             websocket: false,
+            proxied,
         }
     }
 
     /// The scope of a WebSocket session (`proto` "ws").
-    pub fn websocket(head: Parts, conn: Arc<ConnInfo>) -> Self {
+    pub fn websocket(head: Parts, conn: Arc<ConnInfo>, proxied: Proxied) -> Self {
         Scope {
             websocket: true,
-            ..Scope::new(head, conn)
+            ..Scope::new(head, conn, proxied)
         }
     }
 
@@ -86,8 +90,8 @@ impl Scope {
     }
 
     #[getter]
-    fn scheme(&self) -> &'static str {
-        self.conn.scheme
+    fn scheme(&self) -> &str {
+        self.proxied.scheme.as_deref().unwrap_or(self.conn.scheme)
     }
 
     #[getter]
@@ -120,7 +124,7 @@ impl Scope {
 
     #[getter]
     fn client(&self) -> &str {
-        &self.conn.client
+        self.proxied.client.as_deref().unwrap_or(&self.conn.client)
     }
 
     #[getter]

@@ -14,6 +14,7 @@ use pyo3::types::PyBytes;
 use super::awaitable::Ready;
 use super::bridge::{Bridge, BridgeDispatch, Event, Outcome};
 use super::errors::{RSGIProtocolClosed, RSGIProtocolError};
+use super::forwarded::{Forwarded, Proxied};
 use super::protocol::HTTPProtocol;
 use super::scope::Scope;
 use super::tls::RsgiTls;
@@ -42,6 +43,8 @@ pub struct RsgiServer {
     handler: Py<PyAny>,
     create_task: Py<PyAny>,
     server: Mutex<Option<Server>>,
+    /// Set when `forwarded_allow_ips` trusts some peer.
+    forwarded: Option<Forwarded>,
 }
 
 fn seconds(s: f64) -> Option<Duration> {
@@ -61,7 +64,7 @@ impl RsgiServer {
         http2_max_frame_size = 16384, http2_max_headers_size = 65536,
         http2_max_send_buffer_size = 409600, http2_keep_alive_interval = 0.0,
         http2_keep_alive_timeout = 20.0, tls = None, ws = true, ws_max_size = 16777216,
-        ws_ping_interval = 20.0, ws_ping_timeout = 20.0))]
+        ws_ping_interval = 20.0, ws_ping_timeout = 20.0, proxy = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -92,7 +95,11 @@ impl RsgiServer {
         ws_max_size: usize,
         ws_ping_interval: f64,
         ws_ping_timeout: f64,
+        proxy: Option<(Vec<String>, Py<PyAny>)>,
     ) -> PyResult<Self> {
+        let forwarded = proxy
+            .map(|(names, resolve)| Forwarded::new(names, resolve))
+            .transpose()?;
         let http = match http {
             "auto" => HttpMode::Auto,
             "1" => HttpMode::H1,
@@ -159,6 +166,7 @@ impl RsgiServer {
             handler,
             create_task: event_loop.getattr("create_task")?.unbind(),
             server: Mutex::new(Some(server)),
+            forwarded,
         })
     }
 
@@ -235,11 +243,45 @@ impl RsgiServer {
             .map_or_else(T::default, f)
     }
 
+    /// What a trusted proxy's headers say about this request; Err(status)
+    /// when the request must be refused instead (logged here if a 500).
+    fn proxied(
+        &self,
+        py: Python<'_>,
+        head: &hyper::http::request::Parts,
+        conn: &crate::server::ConnInfo,
+    ) -> Result<Proxied, hyper::StatusCode> {
+        let Some(forwarded) = &self.forwarded else {
+            return Ok(Proxied::default());
+        };
+        forwarded
+            .apply(py, &head.headers, &conn.client)
+            .map_err(|err| {
+                if err.is_instance_of::<PyValueError>(py) {
+                    hyper::StatusCode::BAD_REQUEST
+                } else {
+                    err.print(py);
+                    hyper::StatusCode::INTERNAL_SERVER_ERROR
+                }
+            })
+    }
+
     fn start(&self, py: Python<'_>, ex: crate::server::Exchange) {
         let (proto, head, conn) = HTTPProtocol::new(self.ctx.clone(), ex);
         let reply = proto.reply_slot();
+        let proxied = match self.proxied(py, &head, &conn) {
+            Ok(proxied) => proxied,
+            Err(status) => {
+                reply.send(if status == hyper::StatusCode::BAD_REQUEST {
+                    super::body::bad_request("Contradictory scheme headers")
+                } else {
+                    super::body::server_error()
+                });
+                return;
+            }
+        };
         let result = (|| -> PyResult<()> {
-            let scope = Py::new(py, Scope::new(head, conn))?;
+            let scope = Py::new(py, Scope::new(head, conn, proxied))?;
             let proto = Py::new(py, proto)?;
             let coro = self.handler.call1(py, (scope, proto))?;
             self.create_task.call1(py, (coro,))?;
@@ -259,8 +301,15 @@ impl RsgiServer {
             Ok(p) => p,
             Err(err) => return err.print(py),
         };
+        let proxied = match self.proxied(py, &head, &conn) {
+            Ok(proxied) => proxied,
+            Err(status) => {
+                proto.get().refuse(status);
+                return;
+            }
+        };
         let result = (|| -> PyResult<()> {
-            let scope = Py::new(py, Scope::websocket(head, conn))?;
+            let scope = Py::new(py, Scope::websocket(head, conn, proxied))?;
             let coro = self.handler.call1(py, (scope, proto.clone_ref(py)))?;
             self.create_task.call1(py, (coro,))?;
             Ok(())
