@@ -11,6 +11,7 @@ mod config;
 mod connection;
 mod exchange;
 mod listener;
+mod proxy_read;
 mod runtime;
 mod sched;
 mod service;
