@@ -29,6 +29,8 @@ from supervise.http.proxy_protocol import HeaderReader, ProxyProtocol, ProxyReje
 _ACCEPT_RETRY = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.EINTR})
 # Connections accepted per wake-up, so one busy listener cannot starve the loop.
 _ACCEPT_BATCH = 64
+# Out of descriptors or memory: stop accepting for this long instead of spinning.
+_ACCEPT_PAUSE = 0.1
 
 
 class _Pending:
@@ -137,8 +139,11 @@ class ProxyAcceptor:
             except OSError as exc:
                 if exc.errno in _ACCEPT_RETRY:
                     continue
-                # Out of descriptors or memory: the loop calls again when it can.
-                self.log.error("accept() failed: %s", exc)
+                # Out of descriptors or memory: the listener stays readable, so
+                # stop watching it for a moment instead of spinning.
+                self.log.error("accept() failed: %s; pausing for a moment", exc)
+                self.loop.remove_reader(listener.fileno())
+                self.loop.call_later(_ACCEPT_PAUSE, self._resume, listener)
                 return
             sock.setblocking(False)
             if not self.proxy.expects(addr):
@@ -147,6 +152,10 @@ class ProxyAcceptor:
             pending = _Pending(self, sock, addr)
             self.pending.add(pending)
             pending.step()  # the header often came with the connection
+
+    def _resume(self, listener: socket.socket) -> None:
+        if listener in self.listeners:  # not closed meanwhile (a stop)
+            self.loop.add_reader(listener.fileno(), self._accept, listener)
 
     def hand_over(self, sock: socket.socket, peer: Any) -> None:
         """Give the socket to asyncio (TLS handshake included) as ``peer``."""

@@ -286,3 +286,54 @@ fn allow_matches_addresses_networks_and_mapped_v4() {
     assert!(Allow::parse(&["10.0.0.0/33"]).is_err());
     assert!(Allow::parse(&["nonsense"]).is_err());
 }
+
+/// A cheap fuzz: mutated valid headers never panic, and the verdicts agree
+/// with each other the way a caller relies on: a parsed header's proper
+/// prefixes are all Incomplete (no early verdict on a split header), and an
+/// Invalid buffer stays Invalid whatever follows (no waiting on garbage).
+#[test]
+fn mutations_keep_the_verdicts_consistent() {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut tlvs = tcp4_body();
+    tlvs.extend(tlv(0x01, b"h2"));
+    let seeds: Vec<Vec<u8>> = vec![
+        b"PROXY TCP4 192.0.2.1 198.51.100.2 56324 443\r\nGET /".to_vec(),
+        b"PROXY TCP6 2001:db8::1 ::1 65535 0\r\n".to_vec(),
+        b"PROXY UNKNOWN\r\n".to_vec(),
+        v2(0x21, 0x11, &tlvs),
+        v2(0x20, 0x00, &[]),
+    ];
+    for round in 0..100_000 {
+        let mut buf = seeds[round % seeds.len()].clone();
+        for _ in 0..(next() % 4) {
+            let at = (next() as usize) % (buf.len() + 1);
+            match next() % 3 {
+                0 if at < buf.len() => buf[at] = next() as u8,
+                1 => buf.insert(at, next() as u8),
+                _ if at < buf.len() => {
+                    buf.remove(at);
+                }
+                _ => {}
+            }
+        }
+        match parse(&buf) {
+            Outcome::Parsed(h) => {
+                assert!(h.consumed <= buf.len());
+                assert_eq!(parse(&buf[..h.consumed]), Outcome::Parsed(h.clone()));
+                let cut = (next() as usize) % h.consumed;
+                assert_eq!(parse(&buf[..cut]), Outcome::Incomplete, "{buf:?}");
+            }
+            Outcome::Invalid(_) => {
+                buf.extend_from_slice(b"\r\n\r\nmore");
+                assert!(matches!(parse(&buf), Outcome::Invalid(_)), "{buf:?}");
+            }
+            Outcome::Incomplete => {}
+        }
+    }
+}
