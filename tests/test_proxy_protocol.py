@@ -24,6 +24,8 @@ from conftest import wait_until
 from test_tls import client_context
 from test_tls import pki as tls_pki  # noqa: F401 - the fixture, as `tls_pki`
 
+from supervise import _native
+from supervise.cli import load_config
 from supervise.workers import WORKERS
 
 APPS = {"wsgi": "proxy_apps:app", "asgi": "proxy_apps:asgi_app", "rsgi": "proxy_apps:rsgi_app"}
@@ -127,6 +129,30 @@ def marks(tmp_path: Path) -> Path:
     path = tmp_path / "marks"
     path.mkdir()
     return path
+
+
+def test_native_parser_from_python():
+    header = _native.parse_proxy_header(bytearray(v1() + b"GET"))
+    assert (header.version, header.family, header.local) == (1, "TCP4", False)
+    assert header.source == ("192.0.2.1", 56324)
+    assert header.destination == ("198.51.100.2", 80)
+    assert header.consumed == len(v1())
+    local = _native.parse_proxy_header(memoryview(v2(command=0x20, family=0, body=b"")))
+    assert (local.version, local.family, local.source, local.local) == (2, "UNKNOWN", None, True)
+    assert _native.parse_proxy_header(v2()[:15]) is None
+    with pytest.raises(_native.ProxyHeaderError, match="no PROXY protocol header"):
+        _native.parse_proxy_header(b"GET / HTTP/1.1\r\n")
+    with pytest.raises(ValueError):  # ProxyHeaderError is a ValueError
+        _native.parse_proxy_header(v2(family=0x12))
+
+
+def test_gunicorn_config_names(tmp_path: Path):
+    conf = tmp_path / "gunicorn.conf.py"
+    conf.write_text('proxy_protocol = True\nproxy_allow_ips = "10.0.0.0/8, 192.0.2.1"\n')
+    cfg = load_config(["-c", str(conf), "app:app"], {})
+    assert cfg.proxy_protocol is True
+    assert cfg.proxy_allow_ips == ["10.0.0.0/8", "192.0.2.1"]
+    assert load_config(["app:app"], {}).proxy_protocol is False
 
 
 def test_headers_name_the_client(start_server, any_worker, marks):
