@@ -34,14 +34,14 @@ impl Allow {
             if bits > max {
                 return Err(bad());
             }
-            allow.nets.push((
-                unmap(ip),
-                if ip.is_ipv4() || !is_mapped(ip) {
-                    bits
-                } else {
-                    bits.saturating_sub(96)
-                },
-            ));
+            // ::ffff:a.b.c.d/N is the IPv4 network a.b.c.d/(N-96): peers are
+            // matched unmapped.
+            let bits = if is_mapped(ip) {
+                bits.saturating_sub(96)
+            } else {
+                bits
+            };
+            allow.nets.push((unmap(ip), bits));
         }
         Ok(allow)
     }

@@ -281,6 +281,9 @@ fn allow_matches_addresses_networks_and_mapped_v4() {
     let odd = Allow::parse(&["172.16.0.0/12"]).unwrap();
     assert!(odd.trusts(ip("172.31.255.255")));
     assert!(!odd.trusts(ip("172.32.0.0")));
+    let mapped = Allow::parse(&["::ffff:10.0.0.0/104"]).unwrap();
+    assert!(mapped.trusts(ip("10.1.2.3")) && mapped.trusts(ip("::ffff:10.1.2.3")));
+    assert!(!mapped.trusts(ip("11.1.2.3")));
     assert!(Allow::parse(&["*"]).unwrap().trusts(ip("203.0.113.9")));
     assert!(!Allow::parse::<&str>(&[]).unwrap().trusts(ip("127.0.0.1")));
     assert!(Allow::parse(&["10.0.0.0/33"]).is_err());
