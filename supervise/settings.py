@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from supervise import settings_asgi, settings_ops, settings_rsgi, settings_tls
+from supervise import settings_asgi, settings_ops, settings_proxy, settings_rsgi, settings_tls
 from supervise.hooks import HOOKS
 from supervise.validators import (
     ADDRESSES,
@@ -565,16 +565,7 @@ def _build() -> dict[str, Setting]:
         "application sees the `https` scheme. Header names are case-insensitive, values "
         "are compared exactly. Make sure the proxy removes these headers when a client sends them.",
     )
-    add(
-        name="proxy_allow_ips",
-        flags=["--proxy-allow-from"],
-        metavar="ADDRESSES",
-        validator=ADDRESSES,
-        default="127.0.0.1,::1",
-        default_doc="`'127.0.0.1,::1'`",
-        help="Comma-separated addresses or networks allowed to send a PROXY protocol "
-        "header (`*` for any).",
-    )
+    settings_proxy.declare(add)
     add(
         name="pythonpath",
         flags=["--pythonpath"],

@@ -77,6 +77,18 @@ H2_SEQUENCES: dict[str, Callable[[H2Connection], None]] = {
 }
 
 
+PROXY_HEADERS = {
+    "v1_tcp4": b"PROXY TCP4 192.0.2.1 198.51.100.2 56324 443\r\nGET / HTTP/1.1\r\n",
+    "v1_tcp6": b"PROXY TCP6 2001:db8::1 2001:db8::2 56324 443\r\n",
+    "v1_unknown": b"PROXY UNKNOWN\r\n",
+    # Version 2, PROXY over TCP4, with one TLV (type 0x04, NOOP, 2 bytes).
+    "v2_tcp4_tlv": b"\r\n\r\n\x00\r\nQUIT\n\x21\x11\x00\x11"
+    + bytes([192, 0, 2, 1, 198, 51, 100, 2, 0xDC, 0x04, 0x01, 0xBB])
+    + b"\x04\x00\x02ab",
+    "v2_local": b"\r\n\r\n\x00\r\nQUIT\n\x20\x00\x00\x00",
+}
+
+
 def frames(build: Callable[[H2Connection], None]) -> bytes:
     """The frames after the preface and SETTINGS, which the target adds itself."""
     c = H2Connection(config=H2Configuration(client_side=True, header_encoding=None))
@@ -98,6 +110,8 @@ def main() -> None:
         write("connection_h1", f"{name}_bytewise", b"\x01" + head)
     for name, body in CHUNKED_BODIES.items():
         write("chunked", name, b"\x05" + body)
+    for name, header in PROXY_HEADERS.items():
+        write("proxy_header", name, header)
     for name, build in H2_SEQUENCES.items():
         write("connection_h2", name, b"\x04" + frames(build))
 

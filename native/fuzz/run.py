@@ -24,7 +24,7 @@ from pathlib import Path
 FUZZ_DIR = Path(__file__).resolve().parent
 REPO = FUZZ_DIR.parent.parent
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "supervise"
-TARGETS = ("request_head", "chunked", "connection_h1", "connection_h2")
+TARGETS = ("request_head", "chunked", "connection_h1", "connection_h2", "proxy_header")
 # Raw HTTP/1.1 requests of the shared corpora: what the HTTP/1.1 targets start from.
 SHARED_HTTP1 = REPO.parent / "shared" / "conformance" / "http1"
 SMOKE_SECONDS = 15

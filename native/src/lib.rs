@@ -2,6 +2,7 @@
 //! `h1` is plain Rust; `py` exposes it to the Python workers.
 
 pub mod h1;
+pub mod proxy;
 mod py;
 mod rsgi;
 pub mod server;

@@ -51,8 +51,10 @@ PIPELINE_LIMIT = 256 * 1024
 class HttpProtocol(asyncio.Protocol):
     """One HTTP/1.1 connection of an asgi worker."""
 
-    def __init__(self, ctx: AsgiContext) -> None:
+    def __init__(self, ctx: AsgiContext, peer: tuple[str, int] | None = None) -> None:
         self.ctx = ctx
+        # The client a PROXY header named (--proxy-protocol); None: the socket's peer.
+        self.peer = peer
         self.transport: Any = None
         self.info: ConnectionInfo | None = None
         self.buf = b""  # bytes no request has consumed yet
@@ -77,7 +79,7 @@ class HttpProtocol(asyncio.Protocol):
             transport.close()
             return
         ctx.connections.add(self)
-        self.info = ConnectionInfo(ctx, transport)
+        self.info = ConnectionInfo(ctx, transport, self.peer)
         self.deadline = monotonic() + ctx.header_timeout
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -24,8 +24,10 @@ class ConnectionInfo:
 
     __slots__ = ("client", "extensions", "scheme", "server", "trusted")
 
-    def __init__(self, ctx: AsgiContext, transport: Any) -> None:
-        peer = transport.get_extra_info("peername")
+    def __init__(self, ctx: AsgiContext, transport: Any, peer: Any = None) -> None:
+        # ``peer``: the client a PROXY header named; None: the socket's own peer.
+        if peer is None:
+            peer = transport.get_extra_info("peername")
         self.client = _sockaddr(peer)
         self.server = _sockaddr(transport.get_extra_info("sockname"))
         if self.client is not None:

@@ -49,11 +49,11 @@ def _forwarded_nodes(value: str) -> list[dict[str, str]]:
     return nodes
 
 
-class ProxyRules:
-    """Which peers are trusted, and how their headers rewrite the environ."""
+class AllowList:
+    """Addresses and networks from a setting (``*``: everyone), matched per peer."""
 
-    def __init__(self, cfg: Any) -> None:
-        allow = cfg.forwarded_allow_ips or []
+    def __init__(self, allow: Any) -> None:
+        allow = allow or []
         if isinstance(allow, str):
             allow = [a.strip() for a in allow.split(",") if a.strip()]
         self.allow_all = "*" in allow
@@ -69,19 +69,9 @@ class ProxyRules:
             else:
                 self._networks.append(net)
         self._cache: dict[str, bool] = {}
-        # (header name lower-cased, its WSGI environ key, the value meaning https)
-        self._scheme_headers = [
-            (name.lower(), _environ_key(name), value)
-            for name, value in (cfg.secure_scheme_headers or {}).items()
-        ]
-        # Every header resolve() may look at, lower-cased bytes (ASGI header names).
-        self.header_names = frozenset(
-            [b"forwarded", b"x-forwarded-for"]
-            + [name.encode("latin-1") for name, _, _ in self._scheme_headers]
-        )
 
     def trusts(self, host: str) -> bool:
-        """Whether the peer at ``host`` may set proxy headers (cached per address)."""
+        """Whether ``host`` is in the list (cached per address)."""
         if self.allow_all:
             return True
         trusted = self._cache.get(host)
@@ -102,6 +92,23 @@ class ProxyRules:
         if mapped is not None and str(mapped) in self._addresses:
             return True
         return any(ip in net or (mapped is not None and mapped in net) for net in self._networks)
+
+
+class ProxyRules(AllowList):
+    """Which peers are trusted, and how their headers rewrite the environ."""
+
+    def __init__(self, cfg: Any) -> None:
+        super().__init__(cfg.forwarded_allow_ips)
+        # (header name lower-cased, its WSGI environ key, the value meaning https)
+        self._scheme_headers = [
+            (name.lower(), _environ_key(name), value)
+            for name, value in (cfg.secure_scheme_headers or {}).items()
+        ]
+        # Every header resolve() may look at, lower-cased bytes (ASGI header names).
+        self.header_names = frozenset(
+            [b"forwarded", b"x-forwarded-for"]
+            + [name.encode("latin-1") for name, _, _ in self._scheme_headers]
+        )
 
     def _client(self, hosts: list[str | None]) -> tuple[int, str | None]:
         """(index, address) of the client among the hops, left to right."""

@@ -15,6 +15,12 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from supervise.http.proxy_protocol import (
+    ProxyProtocol,
+    ProxyRejected,
+    log_rejected,
+    read_header,
+)
 from supervise.workers.base import Worker
 
 # accept() failures that concern one connection only: go on with the next one.
@@ -43,6 +49,8 @@ class SocketWorker(Worker):
         self.max_clients = cfg.worker_connections
         # How often the loop stamps the heartbeat and sweeps idle connections.
         self.tick = min(1.0, self.timeout / 4) if self.timeout > 0 else 1.0
+        # None when --proxy-protocol is off: then the only cost is this check per connection.
+        self.proxy_protocol = ProxyProtocol.from_config(cfg)
 
     def listen_targets(self, base_environ: Callable[[Any], dict]) -> dict[int, tuple[Any, dict]]:
         """fd -> (listening socket, its base environ), the sockets made non-blocking."""
@@ -54,7 +62,9 @@ class SocketWorker(Worker):
 
     def accepted(self, listener: Any, *, more: Callable[[], bool]) -> Iterator[tuple[Any, Any]]:
         """Accept until the backlog is empty or ``more()`` turns False; yields
-        (non-blocking socket, peer address), TLS-wrapped when serving TLS.
+        (non-blocking socket, peer address), TLS-wrapped when serving TLS,
+        except for a peer that owes a PROXY header (``owes_header``): its
+        header comes first, on the plain socket, and the caller wraps after it.
 
         The first accept always happens, even when stopping: with
         EPOLLEXCLUSIVE the kernel woke only this worker for the connection,
@@ -63,6 +73,7 @@ class SocketWorker(Worker):
         accept = listener._accept  # (fd, addr): no socket object built by a patched module
         family, kind = listener.family, listener.type
         tls = self.ssl_context is not None
+        proxy = self.proxy_protocol
         first = True
         while first or more():
             first = False
@@ -77,11 +88,33 @@ class SocketWorker(Worker):
                 return
             sock = _SOCKET(family, kind, 0, fd)
             sock.setblocking(False)
-            if tls:
+            if tls and (proxy is None or not proxy.expects(addr)):
                 sock = self.wrap_tls(sock, addr)
                 if sock is None:
                     continue
             yield sock, addr
+
+    def owes_header(self, addr: Any) -> bool:
+        """Whether the peer must open with a PROXY header (--proxy-protocol)."""
+        return self.proxy_protocol is not None and self.proxy_protocol.expects(addr)
+
+    def after_header(self, sock: Any, addr: Any, timeout: float | None, wait: Any) -> Any:
+        """For the workers that may block (sync, gevent: ``wait`` is their
+        Connection's): read the PROXY header a peer owes, then wrap TLS.
+        (socket, the address to serve it as), or None once closed."""
+        assert self.proxy_protocol is not None
+        try:
+            header = read_header(sock, wait, timeout)
+        except ProxyRejected as exc:
+            log_rejected(self.log, addr, exc)
+            sock.close()
+            return None
+        addr = self.proxy_protocol.client(header, addr)
+        if self.ssl_context is not None:
+            sock = self.wrap_tls(sock, addr)
+            if sock is None:
+                return None
+        return sock, addr
 
     def accept_failed(self, exc: OSError) -> bool:
         """Judge an accept() error: True means try the next connection, False

@@ -31,6 +31,8 @@ from typing import Any
 from supervise.http.asgi_context import AsgiContext
 from supervise.http.asgi_http import HttpProtocol
 from supervise.http.asgi_lifespan import Lifespan
+from supervise.http.proxy_protocol import ProxyProtocol
+from supervise.workers.asgi_proxy import ProxyAcceptor
 from supervise.workers.base import APP_LOAD_ERROR, WORKER_BOOT_ERROR
 from supervise.workers.evloop import SHUTDOWN_SHARE, LoopWorker, cancel_remaining
 
@@ -46,6 +48,8 @@ class AsgiWorker(LoopWorker):
     """Serves ASGI apps (HTTP/1.1, WebSocket, lifespan) on an event loop."""
 
     interface = "asgi"
+    # Set when --proxy-protocol is on: the worker then accepts itself (asgi_proxy.py).
+    acceptor: ProxyAcceptor | None = None
 
     def startup(self) -> None:
         cfg = self.cfg
@@ -77,6 +81,20 @@ class AsgiWorker(LoopWorker):
         def factory() -> HttpProtocol:
             return HttpProtocol(self.ctx)
 
+        self.acceptor = None
+        proxy = ProxyProtocol.from_config(self.cfg)
+        if proxy is not None:
+            self.acceptor = ProxyAcceptor(
+                loop=self.loop,
+                proxy=proxy,
+                factory=lambda peer: HttpProtocol(self.ctx, peer),
+                ssl=self.ssl_context,
+                header_timeout=self.ctx.header_timeout,
+                log=self.log,
+            )
+            for listener in self.listeners:
+                self.acceptor.start(listener.sock)
+            return []
         servers = []
         for listener in self.listeners:
             sock = listener.sock
@@ -106,6 +124,8 @@ class AsgiWorker(LoopWorker):
         connections = self.ctx.connections
         for conn in list(connections):
             conn.sweep(now)
+        if self.acceptor is not None:
+            self.acceptor.sweep(now)
         self.set_active(len(connections))
         self.set_in_flight(self.ctx.in_flight)
         self.loop.call_later(self.tick, self._tick)
@@ -114,13 +134,20 @@ class AsgiWorker(LoopWorker):
         await self.stop_requested
         for server in self.servers:
             server.close()
+        acceptor = self.acceptor
+        if acceptor is not None:
+            acceptor.close()
         connections = self.ctx.connections
         for conn in list(connections):
             conn.shutdown()
         budget = float(self.cfg.graceful_timeout)
         deadline = monotonic() + budget * (1 - SHUTDOWN_SHARE)
-        while (connections or self.ctx.in_flight) and monotonic() < deadline:
+        while (
+            connections or self.ctx.in_flight or (acceptor is not None and acceptor.busy)
+        ) and monotonic() < deadline:
             await asyncio.sleep(0.05)
+        if acceptor is not None:
+            acceptor.abort()
         for conn in list(connections):
             with contextlib.suppress(Exception):
                 conn.transport.abort()  # type: ignore[attr-defined]

@@ -202,6 +202,15 @@ class GeventWorker(SocketWorker):
 
     # -- one connection ----------------------------------------------------------------
     def _serve(self, sock: socket.socket, addr: Any, base: dict[str, Any]) -> None:
+        if self.proxy_protocol is not None and self.owes_header(addr):
+            # Waits on the hub; the tick's sweep does not see this greenlet yet,
+            # header_timeout bounds it.
+            opened = self.after_header(
+                sock, addr, self.handler.header_timeout, GeventConnection.wait
+            )
+            if opened is None:
+                return
+            sock, addr = opened
         conn = self.handler.connection(sock, addr, base)
         client = _Client()
         self.clients.add(client)

@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 from supervise._native import ParseError
 from supervise.http.connection import HEAD_RECV_SIZE, Connection
 from supervise.http.errors import error_response
+from supervise.http.proxy_protocol import HeaderReader, ProxyRejected, log_rejected
 from supervise.http.wsgi import WSGIHandler
 from supervise.workers.accepting import SocketWorker
 from supervise.workers.base import IDLE_GRACE_ON_STOP
@@ -140,10 +141,12 @@ class _Poll:
 class _Client:
     """A connection and who owns it: the main thread (``parked``) or a pool thread."""
 
-    __slots__ = ("conn", "deadline", "fd", "handshaking", "parked", "served")
+    __slots__ = ("conn", "deadline", "fd", "handshaking", "parked", "proxy", "served")
 
     def __init__(self, conn: Connection, fd: int, deadline: float, handshaking: bool) -> None:
         self.conn = conn
+        # Set while the PROXY header the peer owes is being read (--proxy-protocol).
+        self.proxy: tuple[HeaderReader, Any, dict[str, Any]] | None = None
         self.fd = fd
         # When the main thread gives up waiting: for the next request (keep-alive),
         # the rest of a head (header_timeout) or a TLS handshake.
@@ -263,17 +266,21 @@ class ThreadWorker(SocketWorker):
         """Accept what waits (at least one: the EPOLLEXCLUSIVE rule) and park it."""
         clients = self.clients
         handler = self.handler
-        handshaking = self.ssl_context is not None
+        tls = self.ssl_context is not None
         for sock, addr in self.accepted(
             listener, more=lambda: len(clients) < self.max_clients and not self.stopping
         ):
             fd = sock.fileno()
+            # The header, then TLS on the plain socket (accepted() left it unwrapped).
+            owes = self.proxy_protocol is not None and self.owes_header(addr)
             client = _Client(
                 handler.connection(sock, addr, base),
                 fd,
                 monotonic() + self.header_timeout,
-                handshaking,
+                tls and not owes,
             )
+            if owes:
+                client.proxy = (HeaderReader(), addr, base)
             clients[fd] = client
             self.poller.add(fd)
         if len(clients) >= self.max_clients and not self.accept_paused and not self.stopping:
@@ -282,6 +289,8 @@ class ThreadWorker(SocketWorker):
     def _readable(self, client: _Client) -> None:
         """A parked connection has data: read what is there; a complete head goes to the pool."""
         client.parked = False
+        if client.proxy is not None and not self._proxy_header(client):
+            return
         conn = client.conn
         if client.handshaking and not self._handshake(client):
             return
@@ -316,6 +325,33 @@ class ThreadWorker(SocketWorker):
                 self._park(client, False)
                 return
             # More decrypted bytes wait inside the TLS object, where epoll cannot see them.
+
+    def _proxy_header(self, client: _Client) -> bool:
+        """Advance the PROXY header without blocking; True once it is read (the
+        connection then serves as the address it gave, TLS wrapped)."""
+        assert client.proxy is not None and self.proxy_protocol is not None
+        reader, addr, base = client.proxy
+        sock = client.conn.sock
+        try:
+            header = reader.step(sock)
+        except ProxyRejected as exc:
+            log_rejected(self.log, addr, exc)
+            self._close(client)
+            return False
+        if header is None:
+            self._park(client, False)
+            return False
+        client.proxy = None
+        addr = self.proxy_protocol.client(header, addr)
+        if self.ssl_context is not None:
+            # Same descriptor, so its epoll registration carries over.
+            sock = self.wrap_tls(sock, addr)
+            if sock is None:
+                self._close(client)
+                return False
+            client.handshaking = True
+        client.conn = self.handler.connection(sock, addr, base)
+        return True
 
     def _handshake(self, client: _Client) -> bool:
         """Advance a TLS handshake without blocking; True once it is done."""

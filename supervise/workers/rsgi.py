@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import os
 from time import monotonic
 from typing import Any
@@ -45,6 +46,18 @@ def prefer_batches() -> None:
     if hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_BATCH"):
         with contextlib.suppress(OSError):
             os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+
+
+def proxy_allow(cfg: Any) -> list[str] | None:
+    """--proxy-protocol for the native server: the peers that must send a header,
+    written as ipaddress writes networks (``10.0.0.0/8``) so that Rust reads
+    every form the setting accepts; None when the setting is off."""
+    if not cfg.proxy_protocol:
+        return None
+    return [
+        item if item == "*" else str(ipaddress.ip_network(item, strict=False))
+        for item in cfg.proxy_allow_ips or []
+    ]
 
 
 def http_options(cfg: Any) -> dict[str, Any]:
@@ -118,6 +131,7 @@ class RsgiWorker(LoopWorker):
                 ws_ping_interval=float(cfg.ws_ping_interval),
                 ws_ping_timeout=float(cfg.ws_ping_timeout),
                 proxy=ProxyRules(cfg).native(),
+                proxy_allow=proxy_allow(cfg),
             )
         except OSError as exc:
             self.log.error("%s", exc)

@@ -54,6 +54,13 @@ class SyncWorker(SocketWorker):
                 self.set_active(0)
 
     def _serve(self, handler: WSGIHandler, sock: Any, addr: Any, base: dict) -> None:
+        if self.proxy_protocol is not None and self.owes_header(addr):
+            opened = self.after_header(
+                sock, addr, handler.header_timeout, handler.connection_class.wait
+            )
+            if opened is None:
+                return
+            sock, addr = opened
         conn = handler.connection(sock, addr, base)
         try:
             if self.ssl_context is not None:

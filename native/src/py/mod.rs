@@ -2,6 +2,7 @@
 
 mod chunked;
 mod errors;
+mod proxy;
 mod request;
 mod response;
 mod text;
@@ -22,5 +23,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(response::asgi_response_head, m)?)?;
     m.add_function(wrap_pyfunction!(response::set_date_header, m)?)?;
     m.add_function(wrap_pyfunction!(response::set_server_header, m)?)?;
+    m.add("ProxyHeaderError", py.get_type::<proxy::ProxyHeaderError>())?;
+    m.add_class::<proxy::ProxyHeader>()?;
+    m.add_function(wrap_pyfunction!(proxy::parse_proxy_header, m)?)?;
     Ok(())
 }

@@ -64,7 +64,8 @@ impl RsgiServer {
         http2_max_frame_size = 16384, http2_max_headers_size = 65536,
         http2_max_send_buffer_size = 409600, http2_keep_alive_interval = 0.0,
         http2_keep_alive_timeout = 20.0, tls = None, ws = true, ws_max_size = 16777216,
-        ws_ping_interval = 20.0, ws_ping_timeout = 20.0, proxy = None))]
+        ws_ping_interval = 20.0, ws_ping_timeout = 20.0, proxy = None,
+        proxy_allow = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -96,6 +97,7 @@ impl RsgiServer {
         ws_ping_interval: f64,
         ws_ping_timeout: f64,
         proxy: Option<(Vec<String>, Py<PyAny>)>,
+        proxy_allow: Option<Vec<String>>,
     ) -> PyResult<Self> {
         let forwarded = proxy
             .map(|(names, resolve)| Forwarded::new(names, resolve))
@@ -123,7 +125,13 @@ impl RsgiServer {
             .map(HeaderValue::from_str)
             .transpose()
             .map_err(|_| PyValueError::new_err("invalid Server header value"))?;
+        // `proxy_allow`: --proxy-protocol is on and these peers must send a header.
+        let proxy = proxy_allow
+            .map(|items| crate::proxy::Allow::parse(&items))
+            .transpose()
+            .map_err(PyValueError::new_err)?;
         let config = ServerConfig {
+            proxy,
             threads,
             mode,
             header_timeout: seconds(header_timeout),

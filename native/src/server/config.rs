@@ -74,6 +74,9 @@ pub struct ServerConfig {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// `None`: upgrade requests are served as plain HTTP requests (`--ws off`).
     pub ws: Option<super::websocket::WsConfig>,
+    /// `--proxy-protocol`: the peers that must open with a PROXY header
+    /// (unix-socket peers always do); `None`: the setting is off.
+    pub proxy: Option<crate::proxy::Allow>,
 }
 
 impl ServerConfig {

@@ -76,6 +76,7 @@ fn config(http: HttpMode) -> ServerConfig {
         http,
         http2: Http2Config::default(),
         tls: None,
+        proxy: None,
         ws: Some(WsConfig {
             max_size: 1 << 16,
             ping_interval: None,

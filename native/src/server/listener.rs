@@ -3,6 +3,7 @@
 //! the arbiter) and closing ours only stops this worker accepting.
 
 use std::io;
+use std::net::IpAddr;
 use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +12,9 @@ use tokio::sync::watch;
 
 use super::connection::{self, Proto};
 use super::exchange::ConnInfo;
+use super::proxy_read::read_header;
 use super::runtime::{Held, Shared};
+use super::sniff::Prefixed;
 use super::tls;
 
 #[derive(Debug, Clone, Copy)]
@@ -38,25 +41,30 @@ fn pause_for(err: &io::Error) -> Option<Duration> {
     }
 }
 
+/// One accepted connection: the stream, what the exchanges see of it, and
+/// the peer's IP (`None` on a unix socket).
+type Accepted<S> = (S, ConnInfo, Option<IpAddr>);
+
 /// A listening socket: what one accepted connection is, and who is on it.
 trait Accept: Send + 'static {
     type Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static;
     fn accept(
         &self,
         scheme: &'static str,
-    ) -> impl std::future::Future<Output = io::Result<(Self::Stream, ConnInfo)>> + Send;
+    ) -> impl std::future::Future<Output = io::Result<Accepted<Self::Stream>>> + Send;
 }
 
 impl Accept for tokio::net::TcpListener {
     type Stream = tokio::net::TcpStream;
-    async fn accept(&self, scheme: &'static str) -> io::Result<(Self::Stream, ConnInfo)> {
+    async fn accept(&self, scheme: &'static str) -> io::Result<Accepted<Self::Stream>> {
         let (stream, peer) = tokio::net::TcpListener::accept(self).await?;
         let _ = stream.set_nodelay(true);
         let local = stream
             .local_addr()
             .map(|a| a.to_string())
             .unwrap_or_default();
-        Ok((stream, ConnInfo::new(peer.to_string(), local, scheme)))
+        let info = ConnInfo::new(peer.to_string(), local, scheme);
+        Ok((stream, info, Some(peer.ip())))
     }
 }
 
@@ -65,9 +73,10 @@ struct UnixAt(tokio::net::UnixListener, String);
 
 impl Accept for UnixAt {
     type Stream = tokio::net::UnixStream;
-    async fn accept(&self, scheme: &'static str) -> io::Result<(Self::Stream, ConnInfo)> {
+    async fn accept(&self, scheme: &'static str) -> io::Result<Accepted<Self::Stream>> {
         let (stream, _) = self.0.accept().await?;
-        Ok((stream, ConnInfo::new(String::new(), self.1.clone(), scheme)))
+        let info = ConnInfo::new(String::new(), self.1.clone(), scheme);
+        Ok((stream, info, None))
     }
 }
 
@@ -101,9 +110,9 @@ fn accept_loop<A: Accept>(listener: A, shared: Arc<Shared>, stop: watch::Receive
         loop {
             tokio::select! {
                 accepted = listener.accept(shared.config.scheme) => match accepted {
-                    Ok((stream, info)) => {
+                    Ok((stream, info, peer)) => {
                         let open = shared.counters.connection();
-                        tokio::spawn(run(stream, info, shared.clone(), stop.clone(), open));
+                        tokio::spawn(run(stream, info, peer, shared.clone(), stop.clone(), open));
                     }
                     Err(e) => pause(&e).await,
                 },
@@ -121,16 +130,37 @@ async fn pause(err: &io::Error) {
 }
 
 /// One connection, counted (by `open`) from its accept until it ends, its
-/// TLS handshake included.
+/// PROXY header and TLS handshake included.
 async fn run<T>(
-    stream: T,
-    info: ConnInfo,
+    mut stream: T,
+    mut info: ConnInfo,
+    peer: Option<IpAddr>,
     shared: Arc<Shared>,
     stop: watch::Receiver<bool>,
     open: Held,
 ) where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    // Always wrapped, so that one instance of the server's code serves both
+    // settings; with nothing to hand back a read costs one length check.
+    let mut rest = bytes::Bytes::new();
+    if let Some(allow) = &shared.config.proxy {
+        // Unix-socket peers are trusted (the socket file's mode decides who connects).
+        if peer.is_none_or(|ip| allow.trusts(ip)) {
+            // A peer that owes a header and sends none is closed, unanswered.
+            let Some((header, after)) =
+                read_header(&mut stream, shared.config.header_timeout).await
+            else {
+                drop(open);
+                return;
+            };
+            if let Some(source) = header.source {
+                info.client = source.to_string();
+            }
+            rest = after;
+        }
+    }
+    let stream = Prefixed::new(rest, stream);
     let mode = shared.config.http;
     match shared.tls.clone() {
         None => connection::serve(stream, info, shared, stop, Proto::pick(mode, None)).await,

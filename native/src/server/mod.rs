@@ -13,6 +13,7 @@ mod exchange;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 mod listener;
+mod proxy_read;
 mod runtime;
 mod sched;
 mod service;

@@ -22,6 +22,7 @@ fn cfg() -> ServerConfig {
         http2: Http2Config::default(),
         tls: None,
         ws: None,
+        proxy: None,
     }
 }
 
