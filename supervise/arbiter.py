@@ -140,7 +140,7 @@ class Arbiter:
         if cfg.daemon and not self.master_pid:
             process.daemonize(cfg.enable_stdio_inheritance)
             self.pid = os.getpid()
-        os.umask(cfg.umask)
+        process.apply_process_umask()
         self.log.info("Starting %s", SERVER_SOFTWARE)
         cfg.on_starting(self)
         self.signals.install()

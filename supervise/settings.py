@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from supervise import settings_asgi, settings_ops, settings_rsgi, settings_tls
+from supervise import settings_asgi, settings_logs, settings_ops, settings_rsgi, settings_tls
 from supervise.hooks import HOOKS
 from supervise.validators import (
     ADDRESSES,
@@ -675,6 +675,7 @@ def _build() -> dict[str, Setting]:
         "set, access lines are emitted even without accesslog, for your handlers to "
         "route.",
     )
+    settings_logs.declare(add)
 
     add = _adder(table, "Process Naming")
     add(
