@@ -314,6 +314,11 @@ class Logger:
         else:
             self.access_log.info(line)
 
+    @property
+    def access_enabled(self) -> bool:
+        """Whether access lines go anywhere: workers skip timing and logging otherwise."""
+        return self._access_line is not None
+
     def start_background_writes(self) -> None:
         """In a worker, after fork: access lines to supervise's own handler are then
         written by a thread (log_writer), never by the request path. With the user's
