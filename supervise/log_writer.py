@@ -47,9 +47,17 @@ class LineWriter:
     """Lines for one logging handler (a FileHandler or a StreamHandler), written
     through its stream under its lock, so that reopen_files() swaps the stream safely."""
 
-    def __init__(self, handler: Any, *, on_dropped: Callable[[int], None]) -> None:
+    def __init__(
+        self,
+        handler: Any,
+        *,
+        on_dropped: Callable[[int], None],
+        reopen: Callable[[Any], None],
+    ) -> None:
         self.handler = handler
         self.on_dropped = on_dropped
+        self._reopen = reopen
+        self._reopen_asked = False
         self.pending: deque[str] = deque()
         self.dropped = 0  # written by the request path only
         self._reported = 0  # written by the writer only
@@ -70,6 +78,11 @@ class LineWriter:
         if len(pending) == 1:
             self._signal()
 
+    def reopen(self) -> None:
+        """Have the thread reopen the file (USR1), before its next write."""
+        self._reopen_asked = True
+        self._signal()
+
     def _signal(self) -> None:
         if not self._started:
             self._started = True
@@ -86,6 +99,12 @@ class LineWriter:
                 self._wake.acquire(timeout=1.0)
                 if not self._stopping:
                     self._sleep(FLUSH_INTERVAL)
+                if self._reopen_asked:
+                    self._reopen_asked = False
+                    try:
+                        self._reopen(self.handler)
+                    except OSError as exc:
+                        sys.stderr.write(f"supervise: cannot reopen the access log: {exc}\n")
                 self._flush()
                 if self._stopping and not self.pending:
                     return

@@ -241,6 +241,23 @@ def access_line_format(cfg: Any) -> LineFormat:
 # --------------------------------------------------------------------------- Logger
 
 
+def reopen_file(handler: Any) -> None:
+    """Reopen a FileHandler's file by name (after logrotate renamed it)."""
+    handler.acquire()
+    try:
+        if handler.stream:
+            handler.stream.flush()
+            handler.stream.close()
+        handler.stream = open(  # noqa: SIM115 - the handler owns it
+            handler.baseFilename,
+            handler.mode,
+            encoding=handler.encoding,
+            errors=handler.errors,
+        )
+    finally:
+        handler.release()
+
+
 class Logger:
     """The server's logger: ``log.info(...)`` for the error log, ``log.access(...)`` per
     request. Re-apply settings with ``setup(cfg)`` (SIGHUP); ``reopen_files()`` (SIGUSR1)
@@ -326,7 +343,7 @@ class Logger:
         handler = self._own_access_handler
         if handler is None or self._writer is not None:
             return
-        self._writer = LineWriter(handler, on_dropped=self._report_dropped)
+        self._writer = LineWriter(handler, on_dropped=self._report_dropped, reopen=reopen_file)
         self._write_access = self._writer.write
 
     def stop_background_writes(self, timeout: float = 2.0) -> None:
@@ -403,23 +420,18 @@ class Logger:
 
     def reopen_files(self) -> None:
         """Reopen every log file by name (after logrotate renamed it)."""
+        writer = self._writer
         for logger in (self.error_log, self.access_log):
             for handler in logger.handlers:
-                if isinstance(handler, logging.FileHandler):
-                    handler.acquire()
-                    try:
-                        if handler.stream:
-                            handler.stream.flush()
-                            handler.stream.close()
-                        handler.stream = open(  # noqa: SIM115 - the handler owns it
-                            handler.baseFilename,
-                            handler.mode,
-                            encoding=handler.encoding,
-                            errors=handler.errors,
-                        )
-                    finally:
-                        handler.release()
-                    self._chown(handler.baseFilename)
+                if not isinstance(handler, logging.FileHandler):
+                    continue
+                if writer is not None and handler is writer.handler:
+                    # Its thread reopens it: a write blocked on a stuck disk holds the
+                    # handler's lock, and this runs in a signal handler.
+                    writer.reopen()
+                    continue
+                reopen_file(handler)
+                self._chown(handler.baseFilename)
         self._capture_output()
 
     def close(self) -> None:
