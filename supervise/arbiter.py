@@ -99,6 +99,9 @@ class Arbiter:
         self.cfg = cfg
         self.argv = list(argv)
         self.reload_config = reload_config
+        # Before the log files are opened: they, the pid file and the app's files
+        # get the safe mask.
+        process.apply_process_umask()
         self.log = Logger(cfg)
         self.pid = os.getpid()
         self.start_cwd = os.getcwd()
@@ -141,7 +144,6 @@ class Arbiter:
         if cfg.daemon and not self.master_pid:
             process.daemonize(cfg.enable_stdio_inheritance)
             self.pid = os.getpid()
-        os.umask(cfg.umask)
         self.log.info("Starting %s", SERVER_SOFTWARE)
         self._log_notices(cfg)
         cfg.on_starting(self)

@@ -13,7 +13,6 @@ import base64
 import binascii
 import contextlib
 import logging
-import logging.config
 import os
 import re
 import sys
@@ -21,7 +20,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import IO, Any
 
+from supervise import log_config, log_json
 from supervise.config import ConfigError
+from supervise.log_writer import LineWriter
 
 ERROR_LOGGER = "supervise.error"
 ACCESS_LOGGER = "supervise.access"
@@ -38,6 +39,8 @@ LEVELS = {
 
 # (resp, environ, request_time_seconds) -> the atom's value
 Getter = Callable[[Any, Mapping[str, Any], float], Any]
+# (resp, environ, request_time_seconds) -> one access line, without its newline
+LineFormat = Callable[[Any, Mapping[str, Any], float], str]
 
 
 # --------------------------------------------------------------------------- access atoms
@@ -94,18 +97,22 @@ def _atom_r(resp: Any, environ: Mapping[str, Any], rt: float) -> str:
     return escape(line)
 
 
-def _atom_u(resp: Any, environ: Mapping[str, Any], rt: float) -> str:
+def basic_auth_user(environ: Mapping[str, Any]) -> str | None:
     auth = environ.get("HTTP_AUTHORIZATION")
     if not auth:
-        return "-"
+        return None
     scheme, _, credentials = auth.partition(" ")
     if scheme.lower() != "basic":
-        return "-"
+        return None
     try:
         decoded = base64.b64decode(credentials.strip(), validate=True).decode("latin-1")
     except (binascii.Error, ValueError):
-        return "-"
-    user = decoded.partition(":")[0]
+        return None
+    return decoded.partition(":")[0] or None
+
+
+def _atom_u(resp: Any, environ: Mapping[str, Any], rt: float) -> str:
+    user = basic_auth_user(environ)
     return escape(user) if user else "-"
 
 
@@ -214,7 +221,41 @@ def compile_access_format(fmt: str) -> tuple[str, tuple[Getter, ...]]:
     return "".join(template), tuple(getters)
 
 
+def access_line_format(cfg: Any) -> LineFormat:
+    """The function that makes access lines for these settings (log_format)."""
+    if cfg.log_format == "json":
+
+        def json_line(resp: Any, environ: Mapping[str, Any], rt: float) -> str:
+            status, user = _status_code(resp), basic_auth_user(environ)
+            return log_json.access_line(resp, environ, rt, status=status, user=user)
+
+        return json_line
+    template, getters = compile_access_format(cfg.access_log_format)
+
+    def text_line(resp: Any, environ: Mapping[str, Any], rt: float) -> str:
+        return template % tuple([g(resp, environ, rt) for g in getters])
+
+    return text_line
+
+
 # --------------------------------------------------------------------------- Logger
+
+
+def reopen_file(handler: Any) -> None:
+    """Reopen a FileHandler's file by name (after logrotate renamed it)."""
+    handler.acquire()
+    try:
+        if handler.stream:
+            handler.stream.flush()
+            handler.stream.close()
+        handler.stream = open(  # noqa: SIM115 - the handler owns it
+            handler.baseFilename,
+            handler.mode,
+            encoding=handler.encoding,
+            errors=handler.errors,
+        )
+    finally:
+        handler.release()
 
 
 class Logger:
@@ -227,8 +268,12 @@ class Logger:
         self.error_log = logging.getLogger(ERROR_LOGGER)
         self.access_log = logging.getLogger(ACCESS_LOGGER)
         self._capture: IO[str] | None = None
-        self._access_template: str | None = None
-        self._access_getters: tuple[Getter, ...] = ()
+        self._access_line: LineFormat | None = None
+        # The access handler supervise owns (none when the user's config or syslog
+        # takes access lines), and once a worker asks for it, the thread writing to it.
+        self._own_access_handler: logging.Handler | None = None
+        self._writer: LineWriter | None = None
+        self._write_access: Callable[[str], None] | None = None
         # Counts calls by level (scoreboard.LOG_LEVELS index) for the metrics:
         # the master's record in the master, the worker's slot in a worker.
         self.count: Callable[[int], None] | None = None
@@ -272,15 +317,51 @@ class Logger:
     def access(self, resp: Any, req: Any, environ: Mapping[str, Any], request_time: float) -> None:
         """Log one request. ``req`` may be None: everything comes from the WSGI environ
         and the response (``status``, ``status_code``, ``headers``, ``sent``)."""
-        template = self._access_template
-        if template is None:
+        make_line = self._access_line
+        if make_line is None:
             return
         try:
-            line = template % tuple([g(resp, environ, request_time) for g in self._access_getters])
+            line = make_line(resp, environ, request_time)
         except Exception:
             self.error_log.exception("Cannot format the access log line")
             return
-        self.access_log.info(line)
+        write = self._write_access
+        if write is not None:
+            write(line + "\n")
+        else:
+            self.access_log.info(line)
+
+    @property
+    def access_enabled(self) -> bool:
+        """Whether access lines go anywhere: workers skip timing and logging otherwise."""
+        return self._access_line is not None
+
+    def start_background_writes(self) -> None:
+        """In a worker, after fork: access lines to supervise's own handler are then
+        written by a thread (log_writer), never by the request path. With the user's
+        logging config or syslog, lines keep going through logging, in the worker."""
+        handler = self._own_access_handler
+        if handler is None or self._writer is not None:
+            return
+        self._writer = LineWriter(handler, on_dropped=self._report_dropped, reopen=reopen_file)
+        self._write_access = self._writer.write
+
+    def stop_background_writes(self, timeout: float = 2.0) -> None:
+        """Write the pending access lines (a worker about to exit); waits ``timeout``
+        at most for a write blocked on a stuck disk or pipe."""
+        writer, self._writer, self._write_access = self._writer, None, None
+        if writer is not None and not writer.close(timeout):
+            self.error_log.warning(
+                "Access log lines lost at exit: the access log was not writable for %ss",
+                timeout,
+            )
+
+    def _report_dropped(self, count: int) -> None:
+        self.warning(
+            "%d access log line(s) dropped: the access log could not keep up "
+            "(a slow disk or a full pipe)",
+            count,
+        )
 
     # -- configuration
 
@@ -294,9 +375,15 @@ class Logger:
             self._drop_handlers(logger)
             logger.propagate = False
 
+        self._own_access_handler = None
+        json_lines = cfg.log_format == "json"
+
         self.error_log.setLevel(LEVELS.get(cfg.loglevel, logging.INFO))
         handler = self._handler(cfg.errorlog, sys.stderr)
-        handler.setFormatter(logging.Formatter(ERROR_FORMAT, DATE_FORMAT))
+        if json_lines:
+            handler.setFormatter(log_json.JSONFormatter())
+        else:
+            handler.setFormatter(logging.Formatter(ERROR_FORMAT, DATE_FORMAT))
         self.error_log.addHandler(handler)
 
         self.access_log.setLevel(logging.INFO)
@@ -305,43 +392,51 @@ class Logger:
             handler = self._handler(cfg.accesslog, sys.stdout)
             handler.setFormatter(logging.Formatter("%(message)s"))
             self.access_log.addHandler(handler)
+            self._own_access_handler = handler
+
+        if cfg.syslog:
+            message = log_json.JSONFormatter() if json_lines else logging.Formatter("%(message)s")
+            self.error_log.addHandler(log_config.syslog_handler(cfg, "error", message))
+            if not cfg.disable_redirect_access_to_syslog:
+                plain = logging.Formatter("%(message)s")
+                self.access_log.addHandler(log_config.syslog_handler(cfg, "access", plain))
+                access_on = True
+                self._own_access_handler = None
 
         self._capture_output()
 
-        if cfg.logconfig_dict:
-            self._apply_dict_config(cfg.logconfig_dict)
+        configured = log_config.apply_user_config(cfg)
+        if configured is not None:
             access_on = True  # the user's handlers decide where access lines go
+            self._own_access_handler = None
+            # A config written for Gunicorn configures gunicorn.error / gunicorn.access:
+            # log through those loggers so that it keeps working unchanged.
+            if "gunicorn.error" in configured and ERROR_LOGGER not in configured:
+                self.error_log = logging.getLogger("gunicorn.error")
+            if "gunicorn.access" in configured and ACCESS_LOGGER not in configured:
+                self.access_log = logging.getLogger("gunicorn.access")
 
-        if access_on:
-            self._access_template, self._access_getters = compile_access_format(
-                cfg.access_log_format
-            )
-        else:
-            self._access_template, self._access_getters = None, ()
+        self._access_line = access_line_format(cfg) if access_on else None
 
     def reopen_files(self) -> None:
         """Reopen every log file by name (after logrotate renamed it)."""
+        writer = self._writer
         for logger in (self.error_log, self.access_log):
             for handler in logger.handlers:
-                if isinstance(handler, logging.FileHandler):
-                    handler.acquire()
-                    try:
-                        if handler.stream:
-                            handler.stream.flush()
-                            handler.stream.close()
-                        handler.stream = open(  # noqa: SIM115 - the handler owns it
-                            handler.baseFilename,
-                            handler.mode,
-                            encoding=handler.encoding,
-                            errors=handler.errors,
-                        )
-                    finally:
-                        handler.release()
-                    self._chown(handler.baseFilename)
+                if not isinstance(handler, logging.FileHandler):
+                    continue
+                if writer is not None and handler is writer.handler:
+                    # Its thread reopens it: a write blocked on a stuck disk holds the
+                    # handler's lock, and this runs in a signal handler.
+                    writer.reopen()
+                    continue
+                reopen_file(handler)
+                self._chown(handler.baseFilename)
         self._capture_output()
 
     def close(self) -> None:
         """Close the handlers of supervise's loggers (tests, shutdown)."""
+        self.stop_background_writes()
         names = {ERROR_LOGGER, ACCESS_LOGGER, self.error_log.name, self.access_log.name}
         for name in names:
             self._drop_handlers(logging.getLogger(name))
@@ -355,11 +450,10 @@ class Logger:
     def _drop_handlers(logger: logging.Logger) -> None:
         for handler in list(logger.handlers):
             logger.removeHandler(handler)
-            # Our own "-" handlers wrap sys.stdout/sys.stderr: flush, never close those.
-            if isinstance(handler, logging.FileHandler):
-                handler.close()
-            else:
-                handler.flush()
+            # A StreamHandler's close() leaves its stream (sys.stdout/stderr) open;
+            # files and syslog sockets are closed.
+            handler.flush()
+            handler.close()
 
     def _handler(self, target: str, stream: IO[str]) -> logging.Handler:
         if target == "-":
@@ -401,20 +495,3 @@ class Logger:
             self._capture = capture
         if old is not None:
             old.close()
-
-    def _apply_dict_config(self, config: Mapping[str, Any]) -> None:
-        config = dict(config)
-        config.setdefault("version", 1)
-        # Without this, dictConfig would silence supervise's own loggers.
-        config.setdefault("disable_existing_loggers", False)
-        try:
-            logging.config.dictConfig(config)
-        except (ValueError, TypeError, AttributeError, ImportError) as exc:
-            raise ConfigError(f"invalid value for logconfig_dict: {exc}") from None
-        # A dict written for Gunicorn configures gunicorn.error / gunicorn.access: log
-        # through those loggers so that it keeps working unchanged.
-        loggers = config.get("loggers") or {}
-        if "gunicorn.error" in loggers and ERROR_LOGGER not in loggers:
-            self.error_log = logging.getLogger("gunicorn.error")
-        if "gunicorn.access" in loggers and ACCESS_LOGGER not in loggers:
-            self.access_log = logging.getLogger("gunicorn.access")

@@ -7,6 +7,36 @@ import grp
 import os
 import pwd
 import sys
+from collections.abc import Iterator
+
+# What the master, the workers and the app always mask: group and other write.
+SAFE_UMASK = 0o022
+
+
+def apply_process_umask() -> int:
+    """Set the process's umask to the inherited one plus SAFE_UMASK, and return it.
+
+    Files and directories the app creates, log files (also those recreated on
+    USR1) and the pid file then get at most 0644 / 0755, and a stricter mask
+    from the environment (systemd's ``UMask=0077``) is kept. The ``umask``
+    setting is not this: as in Gunicorn, it is the mask of the unix sockets the
+    server binds (``bind_umask``).
+    """
+    inherited = os.umask(SAFE_UMASK)
+    mask = inherited | SAFE_UMASK
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def bind_umask(mask: int) -> Iterator[None]:
+    """The ``umask`` setting around one unix socket bind (the arbiter is single-threaded,
+    so nothing else creates a file meanwhile)."""
+    old = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(old)
 
 
 class PidfileError(Exception):
@@ -68,7 +98,8 @@ def daemonize(keep_stdio: bool = False) -> None:
     os.setsid()
     if os.fork():
         os._exit(0)
-    os.umask(0o22)
+    # The umask is left alone: apply_process_umask() follows (Gunicorn sets 022 here,
+    # which would also loosen a stricter inherited one).
     if keep_stdio:
         return
     null = os.open(os.devnull, os.O_RDWR)

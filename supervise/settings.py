@@ -19,7 +19,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from supervise import settings_asgi, settings_ops, settings_proxy, settings_rsgi, settings_tls
+from supervise import (
+    settings_asgi,
+    settings_logs,
+    settings_ops,
+    settings_proxy,
+    settings_rsgi,
+    settings_tls,
+)
 from supervise.hooks import HOOKS
 from supervise.validators import (
     ADDRESSES,
@@ -525,9 +532,12 @@ def _build() -> dict[str, Setting]:
         metavar="INT",
         validator=UMASK,
         default=0,
-        help="The file mode creation mask for the server's processes, which also sets the "
-        "permissions of unix sockets. Octal is written `0o22` or `022`; a number "
-        "without a leading 0 is decimal.",
+        help="The mask for the unix sockets the server binds, as Gunicorn applies it: the "
+        "default 0 lets any user who can reach the socket's folder connect (nginx running "
+        "as another user); `007` limits it to the owner and group. The processes (master, "
+        "workers, the app, log and pid files) run with the umask they inherited plus 022, "
+        "whatever this is: nothing they create is writable by group or others. Octal is "
+        "written `0o22` or `022`; a number without a leading 0 is decimal.",
     )
     add(
         name="initgroups",
@@ -678,6 +688,7 @@ def _build() -> dict[str, Setting]:
         "set, access lines are emitted even without accesslog, for your handlers to "
         "route.",
     )
+    settings_logs.declare(add)
 
     add = _adder(table, "Process Naming")
     add(

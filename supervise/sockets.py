@@ -19,6 +19,8 @@ import time
 from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any, NoReturn
 
+from supervise import process
+
 INHERITED_FDS_ENV = "SUPERVISE_FDS"
 SD_LISTEN_FDS_START = 3
 
@@ -125,7 +127,8 @@ def _bind_one(bind: str, cfg: Any) -> socket.socket:
     try:
         if family == socket.AF_UNIX:
             _remove_stale_unix_socket(address)
-            sock.bind(address)
+            with process.bind_umask(cfg.umask):
+                sock.bind(address)
             if cfg.uid != os.getuid() or cfg.gid != os.getgid():
                 os.chown(address, cfg.uid, cfg.gid)
         else:

@@ -464,6 +464,7 @@ class _Log:
         pass
 
     debug = info = warning = error = exception = access = _ignore
+    access_enabled = False
 
 
 class _Worker:

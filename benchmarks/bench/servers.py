@@ -8,6 +8,7 @@ class exists and speaks them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import tempfile
@@ -221,14 +222,26 @@ RUNTIME_MODE_FLAG = "--runtime-mode"
 # the same worker with Prometheus metrics on, to measure what they cost a request.
 METRICS_FLAG = "--metrics-bind"
 METRICS_SUFFIX = "+metrics"
+# ... and with an access log written to a file (text, or --log-format json).
+ACCESS_FLAG = "--access-logfile"
+ACCESS_SUFFIX = "+access"
+JSON_FLAG = "--log-format"
+ACCESS_JSON_SUFFIX = "+access-json"
 
 
-def _supervise(kind: str, wc: WorkerClass, metrics: bool = False) -> Builder:
+def _supervise(kind: str, wc: WorkerClass, metrics: bool = False, access: str = "") -> Builder:
     def build(venv: Venv, port: int, opts: Options) -> list[str]:
         cmd = [venv.bin("supervise"), "-k", kind, "-w", str(opts.workers), *wc.extra]
         if metrics:
             sock = os.path.join(tempfile.gettempdir(), f"supervise-bench-metrics-{port}.sock")
             cmd += [METRICS_FLAG, f"unix:{sock}"]
+        if access:
+            path = os.path.join(tempfile.gettempdir(), f"supervise-bench-access-{port}.log")
+            with contextlib.suppress(OSError):
+                os.unlink(path)  # a run's lines must not fill the disk run after run
+            cmd += [ACCESS_FLAG, path]
+            if access == "json":
+                cmd += [JSON_FLAG, "json"]
         if opts.loop:
             cmd += [LOOP_FLAG, opts.loop]
         if opts.runtime_threads:
@@ -296,6 +309,22 @@ def supervise_servers(venv: Venv, log) -> list[Server]:
                     note=f"-k {kind} {' '.join(wc.extra)} {METRICS_FLAG} unix:...".replace(
                         "  ", " "
                     ),
+                )
+            )
+        for suffix, access in ((ACCESS_SUFFIX, "text"), (ACCESS_JSON_SUFFIX, "json")):
+            if access == "json" and JSON_FLAG not in help_text:
+                continue
+            extra = f"{ACCESS_FLAG} FILE" + (f" {JSON_FLAG} json" if access == "json" else "")
+            servers.append(
+                Server(
+                    f"supervise-{kind}{suffix}",
+                    wc.interface,
+                    "supervise",
+                    _supervise(kind, wc, access=access),
+                    wc.features,
+                    probe_features=True,
+                    explicit=True,
+                    note=f"-k {kind} {' '.join(wc.extra)} {extra}".replace("  ", " "),
                 )
             )
     return servers

@@ -63,7 +63,7 @@ class AsgiContext:
         self.max_connections: int = cfg.worker_connections
         self.root_path: str = cfg.root_path or ""
         self.proxy = ProxyRules(cfg)
-        self.access_log = bool(cfg.accesslog or cfg.logconfig_dict)
+        self.access_log = log.access_enabled
         # Every open connection, HTTP or WebSocket: the worker sweeps them every
         # tick and shuts them down on a graceful stop.
         self.connections: set[AsgiConnection] = set()

@@ -114,7 +114,7 @@ class WSGIHandler:
         self.post_request: Any = cfg.post_request
         if self.post_request is hooks.post_request:
             self.post_request = None
-        self.access_log = bool(cfg.accesslog or cfg.logconfig_dict)
+        self.access_log = self.log.access_enabled
         # Requests are timed only for someone: the access log or the metrics.
         self.timed = self.access_log or worker.record is not None
         self.multithread = multithread

@@ -142,6 +142,7 @@ class Worker:
     def exit(self, code: int) -> None:
         """Leave the process without the arbiter's atexit handlers or finalisers."""
         try:
+            self.log.stop_background_writes()
             sys.stdout.flush()
             sys.stderr.flush()
         finally:
@@ -150,6 +151,7 @@ class Worker:
     def _init_process(self) -> None:
         self._set_proctitle()
         self.log.count = self.slot.count_log
+        self.log.start_background_writes()
         random.seed()
         self._pin_to_core()
         self._init_signals()

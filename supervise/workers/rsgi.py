@@ -106,7 +106,7 @@ class RsgiWorker(LoopWorker):
         handler = make_handler(
             app=self.app,
             log=self.log,
-            access_log=bool(cfg.accesslog or cfg.logconfig_dict),
+            access_log=self.log.access_enabled,
             record=self.record,
         )
         try:
