@@ -238,6 +238,43 @@ def test_stream_proxy_passes_bytes(start_server, nginx, tmp_path):
     assert seen["client"] == "203.0.113.9"
 
 
+def test_proxy_protocol_from_nginx_names_the_client(start_server, nginx, any_worker, tmp_path):
+    """nginx's stream module with `proxy_protocol on` in front of
+    `--proxy-protocol` on a unix socket: the app sees the address nginx saw,
+    for every request of a kept-alive connection; a spoofed X-Forwarded-For
+    from that client is not believed (the client is not a trusted proxy)."""
+    sock = tmp_path / "myapp.sock"
+    server = start_server(
+        "-k", any_worker, "--proxy-protocol", proxy_app(any_worker), unix=str(sock), wait=False
+    )  # fmt: skip
+    port = free_port()
+    proxy = nginx(
+        port, stream=stream_server(f"127.0.0.1:{port}", f"unix:{sock}", proxy_protocol=True)
+    )
+
+    def serving() -> bool:
+        # Only through nginx: a unix-socket peer must open with the header.
+        if server.proc.poll() is not None:
+            pytest.fail(f"supervise exited:\n{server.log()}")
+        try:
+            return proxy.get("/ready", source=CLIENT)[0] == 200
+        except (OSError, http.client.HTTPException):
+            return False
+
+    wait_until(serving, timeout=30)
+    refused_while_starting = len(_upstream_errors(proxy))
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10, source_address=(CLIENT, 0))
+    try:
+        for path in ("/one", "/two"):
+            conn.request("GET", path, headers={"X-Forwarded-For": "203.0.113.9"})
+            resp = conn.getresponse()
+            seen = _seen((resp.status, {}, resp.read()))
+            assert seen["client"] == CLIENT, seen
+    finally:
+        conn.close()
+    assert _upstream_errors(proxy)[refused_while_starting:] == []
+
+
 def test_the_docs_show_the_tested_site():
     docs = (REPO_DIR / "docs" / "operations.md").read_text()
     assert SITE_EXAMPLE.read_text() in docs

@@ -264,8 +264,6 @@ def test_untrusted_peers_are_plain_clients(start_server, any_worker, marks):
 
 
 def test_forwarded_headers_are_trusted_by_the_proxied_address(start_server, any_worker, marks):
-    if WORKERS[any_worker].interface == "rsgi":
-        pytest.skip("the rsgi worker does not read forwarded headers")
     server = start(start_server, any_worker, marks, "--forwarded-allow-ips", "127.0.0.1")
     xff = "X-Forwarded-For: 198.51.100.7"
     # The socket's peer (127.0.0.1) is trusted, but the client the header named is
