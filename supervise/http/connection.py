@@ -32,6 +32,16 @@ LINGER_SECONDS = 1.0
 _NEVER = float("inf")
 
 
+class _HeadPending:
+    """gather_head's answer while a request head is still incomplete."""
+
+    def __repr__(self) -> str:
+        return "HEAD_PENDING"
+
+
+HEAD_PENDING = _HeadPending()
+
+
 def wait_io(sock: socket.socket, write: bool, timeout: float | None) -> bool:
     """Block until ``sock`` is readable (or writable); False when ``timeout`` ran out."""
     poller = select.poll()
@@ -133,6 +143,37 @@ class Connection:
                 if buf:
                     raise ClientTimeout("request head not complete within header_timeout")
                 return None
+
+    def gather_head(self, parse: Callable[[bytes | bytearray], Any]) -> Any:
+        """One read towards a request head, never waiting: the request once the
+        head is complete, HEAD_PENDING while it is not, None when the peer
+        closed before a byte. For a worker that waits on many heads at once
+        (sync): a client trickling its head then never holds the worker.
+        ParseError propagates; a peer gone mid-head raises ClientDisconnected."""
+        buf: bytes | bytearray = self.buf
+        try:
+            data = self.sock.recv(HEAD_RECV_SIZE)
+        except BlockingIOError:
+            return HEAD_PENDING
+        except OSError as exc:
+            if not buf:
+                return None
+            raise ClientDisconnected(f"connection lost while reading the head: {exc}") from None
+        if not data:
+            if not buf:
+                return None
+            raise ClientDisconnected("connection closed in the middle of a request head")
+        if not buf:
+            buf = data
+        else:
+            if type(buf) is bytes:
+                buf = bytearray(buf)
+            buf += data
+        found = parse(buf)
+        if found is not None:
+            return self._take_head(found, buf)
+        self.buf = buf  # type: ignore[assignment]  # a bytearray while the head grows
+        return HEAD_PENDING
 
     def _take_head(self, found: tuple[Any, int], buf: bytes | bytearray) -> Any:
         request, size = found

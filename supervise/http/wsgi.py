@@ -174,6 +174,16 @@ class WSGIHandler:
             return False
         return self._serve(conn, req, keep_alive)
 
+    def serve_request(self, conn: Connection, req: Any) -> bool:
+        """Serve a request whose head was read already (Connection.gather_head);
+        like ``handle``, True when the connection may carry another."""
+        return self._serve(conn, req, False)
+
+    def refuse(self, conn: Connection, status: int, reason: str) -> None:
+        """Answer a head that cannot be served (ParseError, ClientTimeout) and
+        mark the connection for closing."""
+        self._refuse(conn, status, reason)
+
     def _refuse(self, conn: Connection, status: int, reason: str) -> None:
         """Answer a request that cannot be served and mark the connection for closing."""
         self.log.debug("Invalid request from %s: %s", conn.environ.get("REMOTE_ADDR"), reason)

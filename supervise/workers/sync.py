@@ -1,8 +1,13 @@
 """The sync worker: one request per connection, one connection at a time.
 
-Like Gunicorn's sync worker, every response closes its connection, so a slow
-or idle client can hold the worker only as long as header_timeout allows; put
-it behind a buffering proxy (nginx) when clients are on slow networks.
+Like Gunicorn's sync worker, every response closes its connection. Unlike it,
+a client that trickles its request head (slowloris) never holds the worker: the
+heads still on their way wait in PendingHeads (sync_heads.py), watched by the
+same poll as the listeners, and a connection is served only once its head is
+complete. A slow request body or a slow reader of the response does hold the
+worker (up to body_timeout between reads, timeout per write): put it behind a
+buffering proxy (nginx) when clients are on slow networks. With TLS or the
+PROXY protocol, heads are read the old way, blocking up to header_timeout.
 
 The loop is the hot path of the simplest deployment. It waits on the
 listeners and the signal wake-up pipe, and once a connection is accepted keeps
@@ -16,8 +21,10 @@ from __future__ import annotations
 import select
 from typing import Any
 
+from supervise.http.connection import Connection
 from supervise.http.wsgi import WSGIHandler
 from supervise.workers.accepting import SocketWorker
+from supervise.workers.sync_heads import PendingHeads
 
 
 class SyncWorker(SocketWorker):
@@ -28,17 +35,38 @@ class SyncWorker(SocketWorker):
     def run(self) -> None:
         handler = WSGIHandler(self, multithread=False)
         targets = self.listen_targets(handler.base_environ)
-        poll = _listener_poll(list(targets), self.wakeup_fd)
+        poller = _Poller(list(targets), self.wakeup_fd)
+        heads = None
+        if self.ssl_context is None and self.proxy_protocol is None:
+            heads = PendingHeads(
+                handler=handler,
+                watch=poller.watch,
+                unwatch=poller.unwatch,
+                limit=self.max_clients,
+                timeout=self.header_timeout,
+            )
         interval = min(1.0, self.timeout / 2) if self.timeout > 0 else 1.0
-        while self.alive:
-            self.notify()
-            for fd, _ in poll(interval):
-                if fd == self.wakeup_fd:
-                    self.drain_wakeup()
-                    continue
-                self._serve_backlog(handler, *targets[fd])
+        try:
+            while self.alive:
+                self.notify()
+                for fd, _ in poller.poll(interval):
+                    if fd == self.wakeup_fd:
+                        self.drain_wakeup()
+                    elif fd in targets:
+                        self._serve_backlog(handler, heads, *targets[fd])
+                    elif heads is not None and fd in heads:
+                        ready = heads.readable(fd)
+                        if ready is not None:
+                            self._serve_ready(handler, *ready)
+                if heads:
+                    heads.expire()
+        finally:
+            if heads is not None:
+                heads.close_all()
 
-    def _serve_backlog(self, handler: WSGIHandler, listener: Any, base: dict) -> None:
+    def _serve_backlog(
+        self, handler: WSGIHandler, heads: PendingHeads | None, listener: Any, base: dict
+    ) -> None:
         """Serve until the backlog is empty (or a stop is asked), without waiting
         in between: under load that saves a poll per request."""
         active = False
@@ -47,11 +75,30 @@ class SyncWorker(SocketWorker):
                 if not active:
                     active = True
                     self.set_active(1)
-                self._serve(handler, sock, addr, base)
+                if heads is None:
+                    self._serve(handler, sock, addr, base)
+                else:
+                    conn = handler.connection(sock, addr, base)
+                    req = heads.offer(conn)
+                    if req is not None:
+                        self._serve_ready(handler, conn, req)
                 self.notify()
         finally:
             if active:
                 self.set_active(0)
+
+    def _serve_ready(self, handler: WSGIHandler, conn: Connection, req: Any) -> None:
+        """Serve a request whose head has arrived, then close its connection."""
+        self.set_in_flight(1)
+        try:
+            handler.serve_request(conn, req)
+        except Exception:  # serve_request answers every client/app error; a bug guard
+            self.log.exception(
+                "Error serving a connection from %s", conn.environ.get("REMOTE_ADDR")
+            )
+        finally:
+            self.set_in_flight(0)
+            conn.close()
 
     def _serve(self, handler: WSGIHandler, sock: Any, addr: Any, base: dict) -> None:
         if self.proxy_protocol is not None and self.owes_header(addr):
@@ -80,23 +127,35 @@ class SyncWorker(SocketWorker):
             conn.close()
 
 
-def _listener_poll(fds: list[int], wakeup_fd: int) -> Any:
-    """A poll(timeout_seconds) -> [(fd, events)] over the listeners and the wake-up pipe.
+class _Poller:
+    """poll(timeout_seconds) -> [(fd, events)] over the listeners, the wake-up
+    pipe and the connections whose head is on its way (watch/unwatch).
 
-    epoll with EPOLLEXCLUSIVE where the kernel has it: with several workers on
-    one listener, a new connection then wakes one worker instead of all.
+    epoll with EPOLLEXCLUSIVE for the listeners where the kernel has it: with
+    several workers on one listener, a new connection then wakes one worker
+    instead of all.
     """
-    if hasattr(select, "epoll"):
-        ep = select.epoll()
-        exclusive = getattr(select, "EPOLLEXCLUSIVE", 0)
-        for fd in fds:
-            try:
-                ep.register(fd, select.EPOLLIN | exclusive)
-            except OSError:  # kernels before 4.5 refuse EPOLLEXCLUSIVE
-                ep.register(fd, select.EPOLLIN)
-        ep.register(wakeup_fd, select.EPOLLIN)
-        return ep.poll
-    poller = select.poll()
-    for fd in [*fds, wakeup_fd]:
-        poller.register(fd, select.POLLIN)
-    return lambda timeout: poller.poll(timeout * 1000.0)
+
+    def __init__(self, fds: list[int], wakeup_fd: int) -> None:
+        if hasattr(select, "epoll"):
+            ep = select.epoll()
+            exclusive = getattr(select, "EPOLLEXCLUSIVE", 0)
+            for fd in fds:
+                try:
+                    ep.register(fd, select.EPOLLIN | exclusive)
+                except OSError:  # kernels before 4.5 refuse EPOLLEXCLUSIVE
+                    ep.register(fd, select.EPOLLIN)
+            ep.register(wakeup_fd, select.EPOLLIN)
+            self.poll = ep.poll
+            self._register, self.unwatch = ep.register, ep.unregister
+            self._events = select.EPOLLIN
+            return
+        poller = select.poll()
+        for fd in [*fds, wakeup_fd]:
+            poller.register(fd, select.POLLIN)
+        self.poll = lambda timeout: poller.poll(timeout * 1000.0)
+        self._register, self.unwatch = poller.register, poller.unregister
+        self._events = select.POLLIN
+
+    def watch(self, fd: int) -> None:
+        self._register(fd, self._events)
