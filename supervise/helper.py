@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from supervise import process
 from supervise.control import socket_answers
 from supervise.settings_ops import split_host_port, unix_path
 from supervise.validators import Invalid
@@ -43,8 +44,10 @@ class HelperError(Exception):
     """The metrics address cannot be bound; str() is the one-line reason."""
 
 
-def bind_metrics(address: str) -> tuple[socket.socket, str | None]:
+def bind_metrics(address: str, *, umask: int) -> tuple[socket.socket, str | None]:
     """A listening socket on ``address`` and the unix path it created, if any.
+    A unix socket is bound under the ``umask`` setting, as the listeners are,
+    so a scraper running as another user can connect by default.
     Raises OSError (EADDRINUSE while another process holds it) or HelperError."""
     path = unix_path(address)
     if path is not None:
@@ -68,7 +71,11 @@ def bind_metrics(address: str) -> tuple[socket.socket, str | None]:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         target = info[4]
     try:
-        sock.bind(target)
+        if path is None:
+            sock.bind(target)
+        else:
+            with process.bind_umask(umask):
+                sock.bind(target)
         sock.listen(64)
     except BaseException:
         sock.close()
@@ -106,7 +113,7 @@ class MetricsHelper:
         if not address:
             return
         try:
-            self.sock, self.path = bind_metrics(address)
+            self.sock, self.path = bind_metrics(address, umask=self.cfg.umask)
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE and self.takeover:
                 if not self.said_waiting:

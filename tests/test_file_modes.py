@@ -41,6 +41,8 @@ def start(start_server, tmp_path: Path, mask: int, *args: str):
             str(tmp_path / "error.log"),
             "--control-socket",
             str(tmp_path / "ctl.sock"),
+            "--metrics-bind",
+            f"unix:{tmp_path / 'metrics.sock'}",
             *args,
             "logs_app:app",
             unix=str(tmp_path / "app.sock"),
@@ -70,6 +72,9 @@ def test_modes_under_umask_0(start_server, tmp_path):
     # The listener follows the umask setting, 0 by default as in Gunicorn: a proxy
     # running as another user (nginx as www-data) can connect.
     assert mode(tmp_path / "app.sock") == 0o777
+    # So does the metrics socket (a scraper may run as another user).
+    wait_until(lambda: (tmp_path / "metrics.sock").exists())
+    assert mode(tmp_path / "metrics.sock") == 0o777
 
     # logrotate moves the files; USR1 has master and workers recreate them.
     for name in ("error.log", "access.log"):
@@ -87,6 +92,8 @@ def test_modes_under_umask_0(start_server, tmp_path):
 def test_umask_setting_masks_the_unix_socket_only(start_server, tmp_path):
     server = start(start_server, tmp_path, 0, "--umask", "007")
     assert mode(tmp_path / "app.sock") == 0o770
+    wait_until(lambda: (tmp_path / "metrics.sock").exists())
+    assert mode(tmp_path / "metrics.sock") == 0o770
     assert made_modes(server) == (0o644, 0o755)
     assert mode(tmp_path / "error.log") == 0o644
     assert mode(tmp_path / "ctl.sock") == 0o600

@@ -107,3 +107,21 @@ def test_graceful_stop_finishes_the_request_in_flight(start_server):
     assert result["response"][0] == 200
     assert result["response"][2] == b"done"
     assert server.proc.wait(30) == 0
+
+
+def test_graceful_stop_serves_a_head_still_on_its_way(start_server):
+    # The worker accepted the connection before the whole head arrived (the
+    # usual race when a stop meets a request): the head is still served.
+    server = start_server(f"{APP}:hello", "--header-timeout", "10")
+    server.wait_workers(1)
+    with server.connect(timeout=20) as sock, server.connect(timeout=20) as silent:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: t\r\n")
+        assert server.get("/")[0] == 200  # both connections are accepted by now
+        server.signal(signal.SIGTERM)
+        threading.Event().wait(0.5)
+        sock.sendall(b"X-Late: yes\r\n\r\n")
+        raw = read_until_closed(sock)
+        # A connection that never sent a byte is closed, not waited for.
+        assert read_until_closed(silent) == b""
+    assert raw.startswith(b"HTTP/1.1 200 ")
+    assert server.proc.wait(30) == 0

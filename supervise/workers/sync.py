@@ -4,10 +4,12 @@ Like Gunicorn's sync worker, every response closes its connection. Unlike it,
 a client that trickles its request head (slowloris) never holds the worker: the
 heads still on their way wait in PendingHeads (sync_heads.py), watched by the
 same poll as the listeners, and a connection is served only once its head is
-complete. A slow request body or a slow reader of the response does hold the
-worker (up to body_timeout between reads, timeout per write): put it behind a
-buffering proxy (nginx) when clients are on slow networks. With TLS or the
-PROXY protocol, heads are read the old way, blocking up to header_timeout.
+complete. A graceful stop still serves the heads that complete after it (a
+connection that has sent nothing is closed after 0.2 s of quiet). A slow
+request body or a slow reader of the response does hold the worker (up to
+body_timeout between reads, timeout per write): put it behind a buffering
+proxy (nginx) when clients are on slow networks. With TLS or the PROXY
+protocol, heads are read the old way, blocking up to header_timeout.
 
 The loop is the hot path of the simplest deployment. It waits on the
 listeners and the signal wake-up pipe, and once a connection is accepted keeps
@@ -19,6 +21,7 @@ send, with no poll in between.
 from __future__ import annotations
 
 import select
+from time import monotonic
 from typing import Any
 
 from supervise.http.connection import Connection
@@ -60,9 +63,39 @@ class SyncWorker(SocketWorker):
                             self._serve_ready(handler, *ready)
                 if heads:
                     heads.expire()
+            if heads:
+                self._drain_heads(handler, heads, poller, targets, interval)
         finally:
             if heads is not None:
                 heads.close_all()
+
+    def _drain_heads(
+        self,
+        handler: WSGIHandler,
+        heads: PendingHeads,
+        poller: _Poller,
+        targets: dict,
+        interval: float,
+    ) -> None:
+        """Stopping: no more accepting, but the heads already on their way are served."""
+        for fd in targets:
+            poller.unwatch(fd)
+
+        def poll(seconds: float) -> list[int]:
+            self.notify()
+            ready = []
+            for fd, _ in poller.poll(min(seconds, interval)):
+                if fd == self.wakeup_fd:
+                    self.drain_wakeup()
+                else:
+                    ready.append(fd)
+            return ready
+
+        heads.drain(
+            poll=poll,
+            serve=lambda conn, req: self._serve_ready(handler, conn, req),
+            until=monotonic() + 0.8 * float(self.cfg.graceful_timeout),
+        )
 
     def _serve_backlog(
         self, handler: WSGIHandler, heads: PendingHeads | None, listener: Any, base: dict

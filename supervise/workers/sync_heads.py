@@ -88,6 +88,43 @@ class PendingHeads:
                 return
             self._drop(fd, timed_out=True)
 
+    def drain(
+        self,
+        *,
+        poll: Callable[[float], list[int]],
+        serve: Callable[[Connection, Any], None],
+        until: float,
+        quiet: float = 0.2,
+    ) -> None:
+        """A graceful stop began: the heads that complete are still served.
+
+        A client may have sent its request before the stop and the worker have
+        accepted the connection before the bytes arrived; closing it then loses
+        a request. So a head on its way keeps its header_timeout (at most until
+        ``until``), and a connection that has sent nothing is closed only after
+        ``quiet`` seconds of silence, like an idle keep-alive connection in the
+        other workers.
+        """
+        silent_until = monotonic() + quiet
+        while self._waiting:
+            now = monotonic()
+            if now >= until:
+                break
+            if now >= silent_until:
+                for fd in [fd for fd, (conn, _) in self._waiting.items() if not conn.buf]:
+                    self._drop(fd, timed_out=False)
+            self.expire()
+            if not self._waiting:
+                break
+            next_deadline = next(iter(self._waiting.values()))[1]
+            wake = min(next_deadline, until, silent_until if now < silent_until else until)
+            for fd in poll(max(0.0, wake - now)):
+                if fd in self._waiting:
+                    ready = self.readable(fd)
+                    if ready is not None:
+                        serve(*ready)
+        self.close_all()
+
     def close_all(self) -> None:
         for fd in list(self._waiting):
             self._drop(fd, timed_out=False)

@@ -60,7 +60,7 @@ impl Dispatch for Echo {
 }
 
 /// The worker's defaults, with small bodies so that limits are reached.
-fn config(http: HttpMode) -> ServerConfig {
+pub(crate) fn config(http: HttpMode) -> ServerConfig {
     ServerConfig {
         threads: 1,
         mode: RuntimeMode::St,

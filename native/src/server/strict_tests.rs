@@ -3,26 +3,15 @@ use std::time::Duration;
 use hyper::{Request, StatusCode};
 
 use super::check;
-use crate::server::{Http2Config, HttpMode, RuntimeMode, ServerConfig};
+use crate::server::{HttpMode, ServerConfig};
 
 fn cfg() -> ServerConfig {
     ServerConfig {
-        threads: 1,
-        mode: RuntimeMode::St,
-        header_timeout: Some(Duration::from_secs(10)),
         keepalive: Some(Duration::from_secs(2)),
-        limit_request_line: 4094,
-        limit_request_fields: 100,
-        limit_request_field_size: 8190,
         limit_request_body: 0,
         date_header: true,
-        server_header: None,
-        scheme: "http",
-        http: HttpMode::Auto,
-        http2: Http2Config::default(),
-        tls: None,
         ws: None,
-        proxy: None,
+        ..crate::server::fuzzing::config(HttpMode::Auto)
     }
 }
 
