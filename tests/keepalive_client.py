@@ -15,9 +15,24 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-REQUEST = b"GET / HTTP/1.1\r\nHost: loadgen\r\n\r\n"
+
+def request_for(path: str) -> bytes:
+    return f"GET {path} HTTP/1.1\r\nHost: loadgen\r\n\r\n".encode()
+
+
 # A connection without progress for this long is an error (wrk --timeout 5s).
 STALL_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failed connection, for a caller that must say which worker it was on."""
+
+    port: int  # the client's port: the server side sees it as the peer's
+    opened: float  # time.monotonic() of connect()
+    failed: float
+    responses: int  # complete responses on this connection before it failed
+    kind: str
 
 
 @dataclass
@@ -26,6 +41,7 @@ class LoadResult:
     non_2xx: int = 0
     errors: dict[str, int] = field(default_factory=dict)  # "connect"/"read"/"write"/... -> count
     samples: list[str] = field(default_factory=list)  # the first few errors, in words
+    failures: list[Failure] = field(default_factory=list)  # every failed connection
 
     @property
     def error_count(self) -> int:
@@ -38,14 +54,15 @@ class LoadResult:
 
 
 class _Conn:
-    __slots__ = ("buf", "connected", "port", "sock", "touched")
+    __slots__ = ("buf", "connected", "opened", "port", "responses", "sock", "touched")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.buf = b""
         self.connected = False
-        self.port = 0
-        self.touched = time.monotonic()
+        self.port = sock.getsockname()[1]  # bound by connect(), before the handshake ends
+        self.opened = self.touched = time.monotonic()
+        self.responses = 0
 
 
 def parse_response(buf: bytes) -> tuple[int, int, bool] | None:
@@ -77,7 +94,11 @@ class _Load:
         deadline: float,
         progress: Callable[[int], None] | None,
         stop: Callable[[], bool] | None = None,
+        path: str = "/",
+        stall: float = STALL_SECONDS,
     ) -> None:
+        self.request = request_for(path)
+        self.stall = stall
         self.address = address
         self.stop = stop
         self.requests = requests
@@ -102,6 +123,12 @@ class _Load:
             return
         self.sel.register(sock, selectors.EVENT_WRITE, _Conn(sock))
 
+    def fail(self, conn: _Conn, kind: str, detail: str) -> None:
+        self.result.error(kind, f"{detail} (client port {conn.port})")
+        failure = Failure(conn.port, conn.opened, time.monotonic(), conn.responses, kind)
+        self.result.failures.append(failure)
+        self.close(conn, reopen=True)
+
     def close(self, conn: _Conn, reopen: bool) -> None:
         self.sel.unregister(conn.sock)
         conn.sock.close()
@@ -110,10 +137,9 @@ class _Load:
 
     def send(self, conn: _Conn) -> None:
         try:
-            conn.sock.send(REQUEST)  # a few bytes into an empty send buffer: never partial
+            conn.sock.send(self.request)  # a few bytes into an empty send buffer: never partial
         except OSError as exc:
-            self.result.error("write", f"{exc} (client port {conn.port})")
-            self.close(conn, reopen=True)
+            self.fail(conn, "write", str(exc))
             return
         self.sent += 1
         self.sel.modify(conn.sock, selectors.EVENT_READ, conn)
@@ -121,11 +147,9 @@ class _Load:
     def on_connected(self, conn: _Conn) -> None:
         code = conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         if code:
-            self.result.error("connect", errno.errorcode.get(code, str(code)))
-            self.close(conn, reopen=True)
+            self.fail(conn, "connect", errno.errorcode.get(code, str(code)))
             return
         conn.connected = True
-        conn.port = conn.sock.getsockname()[1]
         if self.wanted():
             self.send(conn)
         else:
@@ -138,19 +162,16 @@ class _Load:
         except BlockingIOError:
             return
         except OSError as exc:
-            result.error("read", f"{exc} after {len(conn.buf)} bytes (client port {conn.port})")
-            self.close(conn, reopen=True)
+            self.fail(conn, "read", f"{exc} after {len(conn.buf)} bytes")
             return
         if not data:
-            result.error("read", f"closed after {len(conn.buf)} bytes (client port {conn.port})")
-            self.close(conn, reopen=True)
+            self.fail(conn, "read", f"closed after {len(conn.buf)} bytes")
             return
         conn.buf += data
         try:
             done = parse_response(conn.buf)
         except (ValueError, KeyError, IndexError) as exc:
-            result.error("parse", f"{exc!r} in {conn.buf[:200]!r}")
-            self.close(conn, reopen=True)
+            self.fail(conn, "parse", f"{exc!r} in {conn.buf[:200]!r}")
             return
         if done is None:
             return
@@ -158,6 +179,7 @@ class _Load:
         if size != len(conn.buf):
             result.error("parse", f"bytes after the response: {conn.buf[size:][:100]!r}")
         conn.buf = b""
+        conn.responses += 1
         result.requests += 1
         if not 200 <= status < 300:
             result.non_2xx += 1
@@ -183,10 +205,9 @@ class _Load:
                     self.on_connected(conn)
             for key in list(sel.get_map().values()):
                 conn = key.data
-                if now - conn.touched > STALL_SECONDS:
+                if now - conn.touched > self.stall:
                     stage = "waiting for a response" if conn.connected else "connecting"
-                    self.result.error("timeout", f"{stage} (client port {conn.port})")
-                    self.close(conn, reopen=True)
+                    self.fail(conn, "timeout", stage)
         sel.close()
         return self.result
 
@@ -200,6 +221,8 @@ def run_load(
     time_limit: float,
     progress: Callable[[int], None] | None = None,
     stop: Callable[[], bool] | None = None,
+    path: str = "/",
+    stall: float = STALL_SECONDS,
 ) -> LoadResult:
     """Send about ``requests`` GETs over ``connections`` keep-alive connections.
 
@@ -208,7 +231,9 @@ def run_load(
     them. Sending stops after ``requests`` requests or ``time_limit`` seconds;
     the requests then in flight are finished, not dropped. ``progress`` is
     called with the number of responses after each one; sending also stops
-    once ``stop()`` returns True.
+    once ``stop()`` returns True. ``result.failures`` says which connection
+    failed when, for a caller that must tell a killed worker's losses apart.
     """
-    load = _Load((host, port), requests, time.monotonic() + time_limit, progress, stop)
+    deadline = time.monotonic() + time_limit
+    load = _Load((host, port), requests, deadline, progress, stop, path, stall)
     return load.run(connections)
