@@ -278,7 +278,11 @@ def _build() -> dict[str, Setting]:
         validator=int_check(1),
         default=1000,
         help="The most connections one worker holds open at once, for the gthread, "
-        "gevent, asgi and rsgi workers. Connections beyond it wait in the backlog.",
+        "gevent and asgi workers (sync: heads still on their way). gthread and gevent "
+        "leave the connections beyond it in the backlog; asgi closes the connection "
+        "nearest its deadline that is not in a request (idle keep-alive, a head still "
+        "on its way) to make room, and answers 503 when every connection is in one. "
+        "rsgi has no connection cap (as Granian): --backpressure bounds its requests.",
     )
     add(
         name="max_requests",

@@ -414,6 +414,46 @@ def test_limit_concurrency_answers_503(asgi):
     assert httpx.get(url(server, "/stream")).status_code == 200
 
 
+def test_worker_connections_makes_room_by_closing_a_waiting_connection(asgi):
+    server = asgi("-w", "1", "--worker-connections", "3")
+    silent = server.connect(timeout=10)
+    time.sleep(0.2)
+    trickling = server.connect(timeout=10)
+    trickling.sendall(b"GET /stream HTTP/1.1\r\nHost: t\r\nX-Slow: ")  # a slowloris
+    busy = threading.Thread(target=lambda: httpx.get(url(server, "/sleep?s=2"), timeout=10))
+    busy.start()
+    time.sleep(0.5)
+    try:
+        # Every slot taken: the new client gets the slot of the connection
+        # nearest its header deadline that is not in a request.
+        assert httpx.get(url(server, "/stream")).status_code == 200
+        assert read_until_closed(silent) == b""
+        # Later deadlines keep theirs: the trickling head, once complete, is served.
+        trickling.sendall(b"1\r\nConnection: close\r\n\r\n")
+        assert read_until_closed(trickling).startswith(b"HTTP/1.1 200 ")
+        # The request in progress keeps its slot.
+        busy.join(10)
+        assert httpx.get(url(server, "/stream")).status_code == 200
+    finally:
+        trickling.close()
+        silent.close()
+
+
+def test_worker_connections_answers_503_when_every_connection_is_in_a_request(asgi):
+    server = asgi("-w", "1", "--worker-connections", "2")
+    slow = [
+        threading.Thread(target=lambda: httpx.get(url(server, "/sleep?s=2"), timeout=10))
+        for _ in range(2)
+    ]
+    for thread in slow:
+        thread.start()
+    time.sleep(0.5)
+    assert httpx.get(url(server, "/stream")).status_code == 503
+    for thread in slow:
+        thread.join(10)
+    assert httpx.get(url(server, "/stream")).status_code == 200
+
+
 # -- lifespan -------------------------------------------------------------------------
 
 

@@ -74,7 +74,7 @@ class HttpProtocol(asyncio.Protocol):
     def connection_made(self, transport: Any) -> None:  # type: ignore[override]
         ctx = self.ctx
         self.transport = transport
-        if len(ctx.connections) >= ctx.max_connections:
+        if len(ctx.connections) >= ctx.max_connections and not _make_room(ctx.connections):
             transport.write(error_response(503, "Too many connections"))
             transport.close()
             return
@@ -260,3 +260,18 @@ class HttpProtocol(asyncio.Protocol):
         self.buf = b""
         self.transport.write(error_response(status, reason))
         self.close()
+
+
+def _make_room(connections: set[Any]) -> bool:
+    """At worker_connections, close the connection that is nearest its deadline
+    among those not in a request (idle keep-alive, or a head still on its way)
+    for the new one. A slowloris holding every slot then loses its oldest
+    connection to each new client instead of locking everyone out; only
+    requests in progress (and WebSockets) keep their slot for sure."""
+    waiting = [c for c in connections if type(c) is HttpProtocol and c.cycle is None]
+    if not waiting:
+        return False
+    victim = min(waiting, key=lambda c: c.deadline)
+    connections.discard(victim)  # connection_lost comes on a later loop turn
+    victim.close()
+    return True
