@@ -230,8 +230,13 @@ class Soak:
     # -- the events --------------------------------------------------------------------
     def kill_random_worker(self) -> None:
         """SIGKILL a serving worker; stopped first, so the ports it holds are known."""
-        pid = random.choice(children_of(self.master))
-        os.kill(pid, signal.SIGSTOP)
+        while True:
+            pid = random.choice(children_of(self.master))
+            try:
+                os.kill(pid, signal.SIGSTOP)
+                break
+            except ProcessLookupError:  # it had just left (recycled at max-requests)
+                continue
         self.owners.sample([pid])
         os.kill(pid, signal.SIGKILL)
         self.report.killed[pid] = time.monotonic()

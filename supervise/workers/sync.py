@@ -5,7 +5,7 @@ a client that trickles its request head (slowloris) never holds the worker: the
 heads still on their way wait in PendingHeads (sync_heads.py), watched by the
 same poll as the listeners, and a connection is served only once its head is
 complete. A graceful stop still serves the heads that complete after it (a
-connection that has sent nothing is closed after 0.2 s of quiet). A slow
+connection that has sent nothing is closed after 1 s of quiet). A slow
 request body or a slow reader of the response does hold the worker (up to
 body_timeout between reads, timeout per write): put it behind a buffering
 proxy (nginx) when clients are on slow networks. With TLS or the PROXY

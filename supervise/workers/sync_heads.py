@@ -20,6 +20,7 @@ from typing import Any
 from supervise._native import ParseError
 from supervise.http.connection import HEAD_PENDING, Connection
 from supervise.http.errors import ClientError
+from supervise.http.state import IDLE_GRACE_ON_STOP
 
 
 class PendingHeads:
@@ -94,7 +95,7 @@ class PendingHeads:
         poll: Callable[[float], list[int]],
         serve: Callable[[Connection, Any], None],
         until: float,
-        quiet: float = 0.2,
+        quiet: float = IDLE_GRACE_ON_STOP,
     ) -> None:
         """A graceful stop began: the heads that complete are still served.
 

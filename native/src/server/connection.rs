@@ -25,7 +25,7 @@ use super::strict_io::StrictIo;
 
 /// On a graceful stop, how long a kept-alive connection must be quiet before
 /// it is closed (IDLE_GRACE_ON_STOP of the Python workers).
-const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(1000);
 /// hyper's floor for `max_buf_size`.
 const MIN_BUF: usize = 8192;
 /// What one connection may make us buffer for a head, whatever the limits say.
