@@ -51,6 +51,15 @@ def children_of(pid: int) -> list[int]:
     return sorted(kids)
 
 
+def is_gone(pid: int) -> bool:
+    """The process has exited (a zombie not yet reaped counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 def read_until_closed(sock: socket.socket) -> bytes:
     """Everything the server sends until it closes the connection (a reset counts as closed)."""
     chunks = []

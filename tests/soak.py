@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from conftest import Server, children_of, launch
+from conftest import Server, children_of, is_gone, launch
 from keepalive_client import Failure, LoadResult, run_load
 
 CONNECTIONS = 32
@@ -268,7 +268,7 @@ class Soak:
         self.master = self._pidfile_pid()
         os.kill(old, signal.SIGTERM)
         self.report.events.append(f"TERM old master {old}")
-        self._wait("the old master's exit", lambda: _gone(old), 30)
+        self._wait("the old master's exit", lambda: is_gone(old), 30)
         self.old_masters.remove(old)
 
     def _pidfile_pid(self) -> int:
@@ -325,16 +325,8 @@ class Soak:
         os.kill(self.master, signal.SIGTERM)
         if self.master == self.server.pid:
             return self.server.proc.wait(30)
-        self._wait("the master's exit", lambda: _gone(self.master), 30)
+        self._wait("the master's exit", lambda: is_gone(self.master), 30)
         return None
-
-
-def _gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
 
 
 def main() -> int:

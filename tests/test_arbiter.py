@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import APPS_DIR, free_port, lifecycle_app, wait_until
+from conftest import APPS_DIR, free_port, is_gone, lifecycle_app, wait_until
 
 APP = "lifecycle_app:app"
 
@@ -255,15 +255,7 @@ def test_usr2_starts_new_master_and_old_can_stop(start_server, any_worker, tmp_p
     assert loop.failures == [], server.log()
     assert os.path.exists(f"/proc/{new_master}")
     os.kill(new_master, signal.SIGTERM)
-    wait_until(lambda: not os.path.exists(f"/proc/{new_master}") or _is_zombie(new_master))
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
+    wait_until(lambda: is_gone(new_master))
 
 
 def test_config_file_sets_workers_and_runs_hooks(start_server, any_worker, tmp_path):

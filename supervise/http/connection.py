@@ -104,22 +104,11 @@ class Connection:
             except ssl.SSLWantWriteError:
                 write = True
             except OSError as exc:
-                if not buf:
-                    return None
-                raise ClientDisconnected(f"connection lost while reading the head: {exc}") from None
+                return _left(buf, f"connection lost while reading the head: {exc}")
             else:
                 if not data:
-                    if not buf:
-                        return None
-                    raise ClientDisconnected("connection closed in the middle of a request head")
-                if not buf:
-                    buf = data
-                else:
-                    # A bytearray grows in place: a head trickled in small pieces
-                    # must not cost quadratic copying.
-                    if type(buf) is bytes:
-                        buf = bytearray(buf)
-                    buf += data
+                    return _left(buf, "connection closed in the middle of a request head")
+                buf = _grown(buf, data) if buf else data
                 found = parse(buf)
                 if found is not None:
                     return self._take_head(found, buf)
@@ -156,19 +145,10 @@ class Connection:
         except BlockingIOError:
             return HEAD_PENDING
         except OSError as exc:
-            if not buf:
-                return None
-            raise ClientDisconnected(f"connection lost while reading the head: {exc}") from None
+            return _left(buf, f"connection lost while reading the head: {exc}")
         if not data:
-            if not buf:
-                return None
-            raise ClientDisconnected("connection closed in the middle of a request head")
-        if not buf:
-            buf = data
-        else:
-            if type(buf) is bytes:
-                buf = bytearray(buf)
-            buf += data
+            return _left(buf, "connection closed in the middle of a request head")
+        buf = _grown(buf, data) if buf else data
         found = parse(buf)
         if found is not None:
             return self._take_head(found, buf)
@@ -323,3 +303,19 @@ class Connection:
             if not data:
                 return
             left -= len(data)
+
+
+def _grown(buf: bytes | bytearray, data: bytes) -> bytearray:
+    """``buf + data`` in place: a head trickled in small pieces must not cost
+    quadratic copying."""
+    if type(buf) is bytes:
+        buf = bytearray(buf)
+    buf += data
+    return buf  # type: ignore[return-value]
+
+
+def _left(buf: bytes | bytearray, why: str) -> None:
+    """The peer went away: between requests that is None (nothing to answer),
+    in the middle of a head it is ClientDisconnected."""
+    if buf:
+        raise ClientDisconnected(why) from None
