@@ -21,6 +21,7 @@ before a kill and failed just after it (accepted in the last milliseconds).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import re
@@ -111,7 +112,9 @@ class Owners:
     def __init__(self, port: int, masters: Callable[[], list[int]]) -> None:
         self.port = port
         self.masters = masters
-        self.seen: dict[int, tuple[int, float]] = {}  # client port -> (worker pid, when)
+        # client port -> [[worker pid, first seen, last seen], ...]: a port is
+        # reused by later connections, so ownership is kept per span of time.
+        self.seen: dict[int, list[list]] = {}
         self.last_alive: dict[int, float] = {}
         self.max_rss = 0
         self.lock = threading.Lock()
@@ -129,7 +132,11 @@ class Owners:
         with self.lock:
             for pid in pids:
                 for inode in _socket_inodes(pid) & inodes.keys():
-                    self.seen[inodes[inode]] = (pid, now)
+                    spans = self.seen.setdefault(inodes[inode], [])
+                    if spans and spans[-1][0] == pid:
+                        spans[-1][2] = now
+                    else:
+                        spans.append([pid, now, now])
                 self.last_alive[pid] = now
                 self.max_rss = max(self.max_rss, _rss(pid))
 
@@ -138,10 +145,14 @@ class Owners:
             self.sample()
 
     def owner(self, failure: Failure) -> int | None:
-        """The worker last seen holding the failed connection (seen after it opened)."""
+        """The worker seen holding the failed connection while it was open."""
         with self.lock:
-            pid, when = self.seen.get(failure.port, (0, 0.0))
-        return pid if pid and when >= failure.opened else None
+            spans = list(self.seen.get(failure.port, ()))
+        end = failure.failed or time.monotonic()
+        for pid, first, last in reversed(spans):
+            if first <= end and last >= failure.opened:
+                return pid
+        return None
 
     def stop(self) -> None:
         self.done.set()
@@ -216,8 +227,11 @@ class Soak:
                 raise AssertionError(f"soak: {what} not within {timeout}s\n{self.server.log()}")
             time.sleep(0.05)
 
+    def _event(self, what: str) -> None:
+        self.report.events.append(f"{time.monotonic():.3f} {what}")
+
     def _signal(self, sig: int) -> None:
-        self.report.events.append(signal.Signals(sig).name)
+        self._event(signal.Signals(sig).name)
         os.kill(self.master, sig)
 
     def _reload(self, *, broken: bool) -> None:
@@ -238,9 +252,10 @@ class Soak:
             except ProcessLookupError:  # it had just left (recycled at max-requests)
                 continue
         self.owners.sample([pid])
-        os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # the arbiter's own kill came first
+            os.kill(pid, signal.SIGKILL)
         self.report.killed[pid] = time.monotonic()
-        self.report.events.append(f"SIGKILL {pid}")
+        self._event(f"SIGKILL {pid}")
 
     def deadlock_a_worker(self) -> None:
         """GET /block: that worker stops beating and --timeout replaces it."""
@@ -250,7 +265,7 @@ class Soak:
         probe = Failure(port, time.monotonic() - 1, 0.0, 0, "block")
         self._wait("the /block connection on a worker", lambda: self.owners.owner(probe))
         pid = self.owners.owner(probe)
-        self.report.events.append(f"/block on {pid}")
+        self._event(f"/block on {pid}")
         self._wait(f"the timeout kill of {pid}", lambda: not os.path.exists(f"/proc/{pid}/fd"))
         self.report.killed[pid] = self.owners.last_alive.get(pid, time.monotonic())
         sock.close()
@@ -267,7 +282,7 @@ class Soak:
         self.old_masters.append(old)
         self.master = self._pidfile_pid()
         os.kill(old, signal.SIGTERM)
-        self.report.events.append(f"TERM old master {old}")
+        self._event(f"TERM old master {old}")
         self._wait("the old master's exit", lambda: is_gone(old), 30)
         self.old_masters.remove(old)
 
