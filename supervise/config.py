@@ -35,12 +35,12 @@ from supervise.hooks import (
     worker_int,
 )
 from supervise.settings import (
-    DEFAULT_ACCESS_LOG_FORMAT,
     NOT_FROM_FILE,
     SECTIONS,
     SETTINGS,
     Setting,
 )
+from supervise.settings_logs import DEFAULT_ACCESS_LOG_FORMAT
 from supervise.validators import Check, ConfigError, Invalid, hook_check
 
 __all__ = [

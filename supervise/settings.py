@@ -13,7 +13,6 @@ Regenerate the docs with ``python -m supervise.config --markdown > docs/settings
 from __future__ import annotations
 
 import copy
-import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,30 +21,19 @@ from typing import Any
 from supervise import (
     settings_asgi,
     settings_logs,
+    settings_mechanics,
     settings_ops,
-    settings_proxy,
     settings_rsgi,
     settings_tls,
 )
 from supervise.hooks import HOOKS
 from supervise.validators import (
-    ADDRESSES,
     BIND_LIST,
     BOOL,
     CPU_AFFINITY,
-    DICT,
-    DIRECTORY,
-    GROUP,
     OPT_STR,
-    RAW_ENV,
-    ROOT_PATH,
     SECONDS,
-    SENDFILE,
-    STR,
-    STR_DICT,
     STR_LIST,
-    UMASK,
-    USER,
     WORKER_CLASS,
     Check,
     ConfigError,
@@ -112,14 +100,6 @@ def _env_int(var: str, fallback: int) -> Callable[[Mapping[str, str]], Any]:
 def _default_bind(environ: Mapping[str, str]) -> list[str]:
     port = environ.get("PORT")
     return [f"0.0.0.0:{port}"] if port else ["127.0.0.1:8000"]
-
-
-def _default_sendfile(environ: Mapping[str, str]) -> bool:
-    value = environ.get("SENDFILE")
-    return True if value is None else value.strip().lower() in ("y", "1", "yes", "true")
-
-
-DEFAULT_ACCESS_LOG_FORMAT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s"'
 
 
 def _adder(table: list[Setting], section: str) -> Callable[..., None]:
@@ -438,261 +418,8 @@ def _build() -> dict[str, Setting]:
         "files); repeat the option for several.",
     )
 
-    add = _adder(table, "Server Mechanics")
-    add(
-        name="preload_app",
-        flags=["--preload"],
-        action="store_true",
-        validator=BOOL,
-        default=False,
-        help="Import the application in the master before forking the workers: workers "
-        "start faster and share memory copy-on-write. The master's imports cannot be "
-        "reloaded, so SIGHUP then reloads the configuration only; deploy new code with "
-        "SIGUSR2. With -k gevent, patch in the config file before the app is imported "
-        "(`from gevent import monkey; monkey.patch_all()` at its top): the worker can only "
-        "patch after fork, too late for modules the master already imported.",
-    )
-    add(
-        name="sendfile",
-        flags=["--no-sendfile"],
-        action="store_false",
-        validator=SENDFILE,
-        default_factory=_default_sendfile,
-        env="SENDFILE",
-        default_doc="`True`, or the SENDFILE environment variable (`1`, `yes`, `true` "
-        "enable it) when set",
-        help="Send files with sendfile(); --no-sendfile turns it off. This applies to files "
-        "the application returns through `wsgi.file_wrapper`; turn it off on file systems "
-        "where sendfile is broken.",
-    )
-    add(
-        name="chdir",
-        flags=["--chdir"],
-        metavar="DIR",
-        validator=DIRECTORY,
-        default_factory=lambda environ: os.getcwd(),
-        default_doc="the current directory",
-        help="Change to this directory before loading the application; it is also put "
-        "first on sys.path so that the application's modules import.",
-    )
-    add(
-        name="daemon",
-        flags=["-D", "--daemon"],
-        action="store_true",
-        validator=BOOL,
-        default=False,
-        help="Detach from the terminal and run in the background. Under systemd, "
-        "supervisord or a container, leave it off.",
-    )
-    add(
-        name="raw_env",
-        flags=["-e", "--env"],
-        metavar="KEY=VALUE",
-        action="append",
-        validator=RAW_ENV,
-        default=[],
-        help="Set an environment variable for the application, as `KEY=VALUE`; repeat the "
-        'option for several. In a config file: `raw_env = ["KEY=VALUE"]`.',
-    )
-    add(
-        name="pidfile",
-        flags=["-p", "--pid"],
-        metavar="FILE",
-        validator=OPT_STR,
-        help="Write the master's process id to this file. During a SIGUSR2 upgrade the old "
-        "master's file is renamed to `FILE.oldbin`.",
-    )
-    add(
-        name="worker_tmp_dir",
-        flags=["--worker-tmp-dir"],
-        metavar="DIR",
-        validator=OPT_STR,
-        help="Ignored; accepted for compatibility with Gunicorn. Gunicorn keeps worker "
-        "heartbeats in temporary files, supervise keeps them in shared memory, so no "
-        "directory is needed.",
-    )
-    add(
-        name="user",
-        flags=["-u", "--user"],
-        metavar="USER",
-        validator=USER,
-        default_factory=lambda environ: os.geteuid(),
-        default_doc="the current user",
-        help="Run the workers as this user, given by name or numeric id (the master must "
-        "start as root to switch).",
-    )
-    add(
-        name="group",
-        flags=["-g", "--group"],
-        metavar="GROUP",
-        validator=GROUP,
-        default_factory=lambda environ: os.getegid(),
-        default_doc="the current group",
-        help="Run the workers as this group, given by name or numeric id.",
-    )
-    add(
-        name="umask",
-        flags=["-m", "--umask"],
-        metavar="INT",
-        validator=UMASK,
-        default=0,
-        help="The mask for the unix sockets the server binds, as Gunicorn applies it: the "
-        "default 0 lets any user who can reach the socket's folder connect (nginx running "
-        "as another user); `007` limits it to the owner and group. The processes (master, "
-        "workers, the app, log and pid files) run with the umask they inherited plus 022, "
-        "whatever this is: nothing they create is writable by group or others. Octal is "
-        "written `0o22` or `022`; a number without a leading 0 is decimal.",
-    )
-    add(
-        name="initgroups",
-        flags=["--initgroups"],
-        action="store_true",
-        validator=BOOL,
-        default=False,
-        help="When switching to `user`, also give the workers all of that user's "
-        "supplementary groups.",
-    )
-    add(
-        name="forwarded_allow_ips",
-        flags=["--forwarded-allow-ips"],
-        metavar="ADDRESSES",
-        validator=ADDRESSES,
-        default_factory=lambda environ: environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1"),
-        env="FORWARDED_ALLOW_IPS",
-        default_doc="`'127.0.0.1,::1'`, or the FORWARDED_ALLOW_IPS environment variable when set",
-        help="The proxies trusted with X-Forwarded-* and Forwarded headers. A "
-        "comma-separated list of addresses or networks: only from those peers do the "
-        "headers set the client address and the scheme; from anyone else they are "
-        "ignored. `*` trusts every peer: use it only when nothing "
-        "but your proxy can reach the server.",
-    )
-    add(
-        name="secure_scheme_headers",
-        validator=STR_DICT,
-        default={
-            "X-FORWARDED-PROTOCOL": "ssl",
-            "X-FORWARDED-PROTO": "https",
-            "X-FORWARDED-SSL": "on",
-        },
-        help="Headers by which a trusted proxy says the client used HTTPS. When a peer in "
-        "forwarded_allow_ips sends one of these headers with exactly the given value, the "
-        "application sees the `https` scheme. Header names are case-insensitive, values "
-        "are compared exactly. Make sure the proxy removes these headers when a client sends them.",
-    )
-    settings_proxy.declare(add)
-    add(
-        name="pythonpath",
-        flags=["--pythonpath"],
-        metavar="DIRS",
-        validator=OPT_STR,
-        help="Comma-separated directories to put on sys.path before loading the "
-        "application, for example `/srv/app,/srv/lib`.",
-    )
-    add(
-        name="root_path",
-        flags=["--root-path"],
-        metavar="PATH",
-        validator=ROOT_PATH,
-        default_factory=lambda environ: environ.get("SCRIPT_NAME", ""),
-        env="SCRIPT_NAME",
-        default_doc="`''`, or the SCRIPT_NAME environment variable when set",
-        help="The URL prefix the application is mounted under, such as `/api`. "
-        "It becomes SCRIPT_NAME (ASGI `root_path`) and is removed from the start "
-        "of PATH_INFO.",
-    )
-    add(
-        name="server_header",
-        flags=["--server-header"],
-        action="toggle",
-        validator=BOOL,
-        default=True,
-        help="Send `Server: supervise` on responses that do not set a Server header. "
-        "--no-server-header leaves it out, so that the software is not advertised.",
-    )
-    add(
-        name="date_header",
-        flags=["--date-header"],
-        action="toggle",
-        validator=BOOL,
-        default=True,
-        help="Send a Date header on responses that do not set one (RFC 9110 asks an origin "
-        "server with a clock to). --no-date-header leaves it out, for a proxy in front "
-        "that adds its own.",
-    )
-    add(
-        name="enable_stdio_inheritance",
-        flags=["-R", "--enable-stdio-inheritance"],
-        action="store_true",
-        validator=BOOL,
-        default=False,
-        help="With --daemon, keep stdout and stderr open instead of redirecting them to "
-        "/dev/null. Set PYTHONUNBUFFERED=1 to see output immediately.",
-    )
-
-    add = _adder(table, "Logging")
-    add(
-        name="accesslog",
-        flags=["--access-logfile"],
-        metavar="FILE",
-        validator=OPT_STR,
-        help="Write one line per request to this file, `-` meaning stdout; no access log "
-        "is written when it is not set.",
-    )
-    add(
-        name="access_log_format",
-        flags=["--access-logformat"],
-        metavar="FORMAT",
-        validator=STR,
-        default=DEFAULT_ACCESS_LOG_FORMAT,
-        help="The format of access log lines. It uses Gunicorn's atoms, written "
-        "`%(NAME)s`: `h` remote address, `l` `-`, `u` user name (basic auth), `t` time, "
-        "`r` request line, `m` method, `U` path, `q` query string, `H` protocol, `s` status, "
-        "`B` body bytes "
-        "sent, `b` the same or `-`, `f` referer, `a` user agent, `T` request time in "
-        "seconds, `M` in milliseconds, `D` in microseconds, `L` in decimal seconds, `p` "
-        "process id, `{header}i` a request header, `{header}o` a response header and "
-        "`{name}e` an environment variable (else a WSGI environ key). Unknown atoms print "
-        "`-`; quotes and control characters in values are escaped.",
-    )
-    add(
-        name="errorlog",
-        flags=["--error-logfile", "--log-file"],
-        metavar="FILE",
-        validator=STR,
-        default="-",
-        help="Where the server's own messages go: a file, or `-` for stderr.",
-    )
-    add(
-        name="loglevel",
-        flags=["--log-level"],
-        metavar="LEVEL",
-        validator=choice_check("debug", "info", "warning", "error", "critical"),
-        default="info",
-        help="The least severe error-log messages written: `debug`, `info`, `warning`, "
-        "`error` or `critical`.",
-    )
-    add(
-        name="capture_output",
-        flags=["--capture-output"],
-        action="store_true",
-        validator=BOOL,
-        default=False,
-        help="Send what the application prints to stdout and stderr to the error log file "
-        "(only when errorlog is a file).",
-    )
-    add(
-        name="logconfig_dict",
-        validator=DICT,
-        default={},
-        help="A `logging.config.dictConfig` dictionary applied after supervise has set up "
-        "its loggers, `supervise.error` and `supervise.access`. `version: 1` and "
-        "`disable_existing_loggers: False` are filled in when missing. A Gunicorn "
-        "dictionary that configures `gunicorn.error` / `gunicorn.access` (and not the "
-        "supervise names) is honoured: supervise then logs through those loggers. When "
-        "set, access lines are emitted even without accesslog, for your handlers to "
-        "route.",
-    )
-    settings_logs.declare(add)
+    settings_mechanics.declare(_adder(table, "Server Mechanics"))
+    settings_logs.declare(_adder(table, "Logging"))
 
     add = _adder(table, "Process Naming")
     add(

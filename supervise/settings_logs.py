@@ -1,8 +1,8 @@
-"""The logging settings beyond the basic files and level: a logging config file
-(ini or JSON), the built-in JSON line format, and syslog.
+"""The Logging settings: the access and error logs, their level and formats, a
+logging config file (ini or JSON), the built-in JSON line format, and syslog.
 
-Apart from settings.py only to keep that table readable; settings.py includes
-them in its Logging section. Names and flags are Gunicorn's (logconfig,
+Apart from settings.py only to keep that table readable; settings.py names the
+section and includes them in its place. Names and flags are Gunicorn's (logconfig,
 logconfig_json, syslog, syslog_addr, syslog_prefix, syslog_facility,
 disable_redirect_access_to_syslog), so a gunicorn.conf.py keeps working; the
 shorter flags (--logconfig, --syslog-addr, ...) are aliases.
@@ -16,7 +16,9 @@ from collections.abc import Callable
 from logging.handlers import SysLogHandler
 from typing import Any
 
-from supervise.validators import BOOL, OPT_STR, Check, Invalid, choice_check
+from supervise.validators import BOOL, DICT, OPT_STR, STR, Check, Invalid, choice_check
+
+DEFAULT_ACCESS_LOG_FORMAT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s"'
 
 SYSLOG_PORT = 514
 
@@ -75,7 +77,70 @@ SYSLOG_ADDRESS = Check("str", _syslog_addr)
 
 
 def declare(add: Callable[..., None]) -> None:
-    """The settings of this module, in the Logging section."""
+    """The Logging section: the files and level, then the formats, logging
+    config files and syslog."""
+    add(
+        name="accesslog",
+        flags=["--access-logfile"],
+        metavar="FILE",
+        validator=OPT_STR,
+        help="Write one line per request to this file, `-` meaning stdout; no access log "
+        "is written when it is not set.",
+    )
+    add(
+        name="access_log_format",
+        flags=["--access-logformat"],
+        metavar="FORMAT",
+        validator=STR,
+        default=DEFAULT_ACCESS_LOG_FORMAT,
+        help="The format of access log lines. It uses Gunicorn's atoms, written "
+        "`%(NAME)s`: `h` remote address, `l` `-`, `u` user name (basic auth), `t` time, "
+        "`r` request line, `m` method, `U` path, `q` query string, `H` protocol, `s` status, "
+        "`B` body bytes "
+        "sent, `b` the same or `-`, `f` referer, `a` user agent, `T` request time in "
+        "seconds, `M` in milliseconds, `D` in microseconds, `L` in decimal seconds, `p` "
+        "process id, `{header}i` a request header, `{header}o` a response header and "
+        "`{name}e` an environment variable (else a WSGI environ key). Unknown atoms print "
+        "`-`; quotes and control characters in values are escaped.",
+    )
+    add(
+        name="errorlog",
+        flags=["--error-logfile", "--log-file"],
+        metavar="FILE",
+        validator=STR,
+        default="-",
+        help="Where the server's own messages go: a file, or `-` for stderr.",
+    )
+    add(
+        name="loglevel",
+        flags=["--log-level"],
+        metavar="LEVEL",
+        validator=choice_check("debug", "info", "warning", "error", "critical"),
+        default="info",
+        help="The least severe error-log messages written: `debug`, `info`, `warning`, "
+        "`error` or `critical`.",
+    )
+    add(
+        name="capture_output",
+        flags=["--capture-output"],
+        action="store_true",
+        validator=BOOL,
+        default=False,
+        help="Send what the application prints to stdout and stderr to the error log file "
+        "(only when errorlog is a file).",
+    )
+    add(
+        name="logconfig_dict",
+        validator=DICT,
+        default={},
+        help="A `logging.config.dictConfig` dictionary applied after supervise has set up "
+        "its loggers, `supervise.error` and `supervise.access`. `version: 1` and "
+        "`disable_existing_loggers: False` are filled in when missing. A Gunicorn "
+        "dictionary that configures `gunicorn.error` / `gunicorn.access` (and not the "
+        "supervise names) is honoured: supervise then logs through those loggers. When "
+        "set, access lines are emitted even without accesslog, for your handlers to "
+        "route.",
+    )
     add(
         name="logconfig",
         flags=["--log-config", "--logconfig"],
