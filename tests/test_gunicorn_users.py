@@ -11,20 +11,14 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 from conftest import wait_until
+from test_cli import WSGI_APP, write
 
 import supervise
 from supervise.settings import SETTINGS
-
-WSGI_APP = """
-def app(environ, start_response):
-    start_response("200 OK", [("Content-Type", "text/plain")])
-    return [b"hello"]
-"""
 
 ASGI_APP = """
 async def app(scope, receive, send):
@@ -56,11 +50,6 @@ def run(
         text=True,
         timeout=60,
     )
-
-
-def write(path: Path, text: str) -> Path:
-    path.write_text(textwrap.dedent(text))
-    return path
 
 
 def settings(output: str) -> dict[str, str]:

@@ -29,19 +29,17 @@ def params(scope) -> dict[str, str]:
     return dict(p.split("=", 1) for p in scope.query_string.split("&") if "=" in p)
 
 
+def scope_fields(scope) -> dict:
+    """Every attribute of an RSGI scope but the headers, as JSON-ready values."""
+    names = ("proto", "rsgi_version", "http_version", "scheme", "method", "path")
+    more = ("query_string", "authority", "client", "server")
+    return {name: getattr(scope, name) for name in names + more}
+
+
 async def scope_view(scope, proto):
     h = scope.headers
     view = {
-        "proto": scope.proto,
-        "rsgi_version": scope.rsgi_version,
-        "http_version": scope.http_version,
-        "scheme": scope.scheme,
-        "method": scope.method,
-        "path": scope.path,
-        "query_string": scope.query_string,
-        "authority": scope.authority,
-        "client": scope.client,
-        "server": scope.server,
+        **scope_fields(scope),
         "x_dup_get": h.get("x-dup"),
         "x_dup_get_upper": h.get("X-Dup"),
         "x_dup_all": h.get_all("x-dup"),

@@ -15,6 +15,8 @@ import asyncio
 import json
 import os
 
+from rsgi_apps import scope_fields
+
 from supervise.rsgi import RSGIProtocolClosed, RSGIProtocolError, WebsocketMessageType
 
 
@@ -64,16 +66,7 @@ async def _info(scope, protocol, transport) -> None:
     await transport.send_str(
         json.dumps(
             {
-                "proto": scope.proto,
-                "rsgi_version": scope.rsgi_version,
-                "http_version": scope.http_version,
-                "scheme": scope.scheme,
-                "method": scope.method,
-                "path": scope.path,
-                "query_string": scope.query_string,
-                "authority": scope.authority,
-                "client": scope.client,
-                "server": scope.server,
+                **scope_fields(scope),
                 "headers": dict(scope.headers.items()),
                 "pid": os.getpid(),
             }
