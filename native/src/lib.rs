@@ -4,6 +4,7 @@
 pub mod h1;
 pub mod proxy;
 mod py;
+mod relay;
 mod rsgi;
 pub mod server;
 

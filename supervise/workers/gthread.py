@@ -1,34 +1,45 @@
-"""The gthread worker: WSGI on a thread pool, with keep-alive and pipelining.
+"""The gthread worker: WSGI on ``--threads`` threads, with keep-alive and pipelining.
 
-The main thread owns every connection that is not running a request: it
-accepts, reads request heads without blocking and parks idle keep-alive
-connections in an epoll set, so an idle or trickling client costs no thread
-and a slowloris cannot take the pool. Only a connection whose head is
-complete goes to the pool (``--threads``), where the shared ``WSGIHandler``
-reads the body, runs the app and sends the response. The pool thread then
-serves any request already buffered behind it (pipelining, in order) and
-re-arms the connection in epoll itself (EPOLLONESHOT), so a keep-alive request
-costs one hand-over from the main thread to the pool and none back. Where
-there is no epoll (macOS, the BSDs) poll() does the same job, a little slower.
+Leader/follower: one thread at a time, the leader, waits in epoll and serves
+what it gets itself: it accepts, reads a request head without blocking and,
+once the head is complete, runs the request on the spot, then re-arms the
+connection (EPOLLONESHOT) and polls again. Nothing is handed from thread to
+thread on that path, so with threads free to run on several cores the GIL
+does not cross cores with every request. The other threads wait, without the
+GIL, in a native ``Relay``. When the leader's request has run longer than
+``SWITCH_AFTER`` and the leader then lets go of the GIL (an app waiting on
+I/O does), a waiting thread takes the lead and polls while the old leader
+finishes; so slow requests still run ``--threads`` at a time. Idle keep-alive
+and trickling connections wait in epoll and cost no thread; a slowloris
+cannot take one. Where there is no epoll (macOS, the BSDs) poll() does the
+same job, a little slower.
 
-Heartbeat: the main thread stamps it while it runs, whatever the pool does.
-The one exception is a worker whose every thread has been inside the same
-request for longer than ``timeout``: it can serve nothing any more, so it
-stops beating and the arbiter replaces it, as it would a stuck sync worker.
+The main thread owns no connection: it handles signals, stamps the heartbeat,
+closes connections past their deadlines and resumes accepting when there is
+room. It stamps the heartbeat whatever the serving threads do, except when
+every thread has been inside the same request for longer than ``timeout``: the
+worker can serve nothing any more, so it stops beating and the arbiter
+replaces it, as it would a stuck sync worker.
+
+Why: the old design read heads on the main thread and queued each complete
+one to a pool thread. With the threads free to run on two cores every
+hand-off moved the GIL between cores, and ``--threads 4`` served 2.3x less
+than this design does (figures: docs/internals.md, "The gthread worker").
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import select
+import selectors
 import ssl
 import threading
+from collections import deque
 from time import monotonic
 from typing import Any, ClassVar
 
-from supervise._native import ParseError
+from supervise._native import ParseError, Relay
 from supervise.http.connection import HEAD_RECV_SIZE, Connection
 from supervise.http.errors import error_response
 from supervise.http.proxy_protocol import HeaderReader, ProxyRejected, log_rejected
@@ -36,13 +47,22 @@ from supervise.http.wsgi import WSGIHandler
 from supervise.workers.accepting import SocketWorker
 from supervise.workers.base import IDLE_GRACE_ON_STOP
 
+# How long the leader may spend on one request before a waiting thread may take
+# the lead (when the leader next lets go of the GIL). Shorter hands over sooner
+# for apps that wait on I/O; the waiting thread wakes about this often while
+# requests keep coming, so it costs CPU. Chosen by measurement: docs/internals.md.
+SWITCH_AFTER = 0.001
+
+# Events one poll() takes: more are left in the kernel for the next one.
+POLL_BATCH = 64
+
 
 class _Epoll:
-    """Readiness for the main thread on epoll (Linux).
+    """Readiness for the leader on epoll (Linux).
 
-    Connections are armed one-shot: the kernel disarms one as it reports it,
-    so a pool thread that re-arms a connection hands it back without waking
-    the main thread.
+    Connections are armed one-shot: the kernel disarms one as it reports it, so
+    exactly one thread owns a connection from its report until it re-arms it,
+    and any thread can re-arm without waking the leader.
     """
 
     def __init__(self, wake_w: int) -> None:
@@ -75,23 +95,27 @@ class _Epoll:
         """Before the main thread closes a connection it holds (closing unregisters)."""
 
     def poll(self, timeout: float) -> list[tuple[int, int]]:
-        return self._ep.poll(timeout)
+        return self._ep.poll(timeout, POLL_BATCH)
 
 
 class _Poll:
     """The same on poll(), where there is no epoll (macOS, the BSDs).
 
-    The main thread unregisters a connection as it reports it (one-shot by
-    hand); other threads queue their re-arming and wake it through ``wake_w``.
+    The leader unregisters a connection as it reports it (one-shot by hand). A
+    change made while the leader is inside poll() would be seen only by the
+    next call, so the changing thread wakes it through ``wake_w``.
     """
 
     def __init__(self, wake_w: int) -> None:
         self._poll = select.poll()
         self._wake_w = wake_w
-        self._main = threading.get_ident()
         self._oneshot: set[int] = set()
-        self._pending: dict[int, bool] = {}  # fd -> write, armed by other threads
-        self._lock = threading.Lock()
+        self._polling = False
+
+    def _changed(self) -> None:
+        if self._polling:
+            with contextlib.suppress(OSError):
+                os.write(self._wake_w, b".")
 
     def listen(self, fd: int, on: bool) -> None:
         if on:
@@ -99,47 +123,41 @@ class _Poll:
         else:
             with contextlib.suppress(KeyError):
                 self._poll.unregister(fd)
+        self._changed()
 
     def watch(self, fd: int) -> None:
         self._poll.register(fd, select.POLLIN)
 
     def add(self, fd: int) -> None:
-        self._oneshot.add(fd)
-        self._poll.register(fd, select.POLLIN)
+        self.arm(fd, False)
 
     def arm(self, fd: int, write: bool) -> None:
-        if threading.get_ident() == self._main:
-            self._oneshot.add(fd)
-            self._poll.register(fd, select.POLLOUT if write else select.POLLIN)
-            return
-        with self._lock:
-            self._pending[fd] = write
-        with contextlib.suppress(OSError):
-            os.write(self._wake_w, b".")
+        self._oneshot.add(fd)
+        self._poll.register(fd, select.POLLOUT if write else select.POLLIN)
+        self._changed()
 
     def forget(self, fd: int) -> None:
-        with self._lock:
-            self._pending.pop(fd, None)
         self._oneshot.discard(fd)
         with contextlib.suppress(KeyError):
             self._poll.unregister(fd)
 
     def poll(self, timeout: float) -> list[tuple[int, int]]:
-        if self._pending:
-            with self._lock:
-                pending, self._pending = self._pending, {}
-            for fd, write in pending.items():
-                self.arm(fd, write)
-        events = self._poll.poll(timeout * 1000.0)
+        self._polling = True
+        try:
+            events = self._poll.poll(timeout * 1000.0)
+        finally:
+            self._polling = False
         for fd, _ in events:
             if fd in self._oneshot:
                 self._oneshot.discard(fd)
-                self._poll.unregister(fd)
+                with contextlib.suppress(KeyError):
+                    self._poll.unregister(fd)
         return events
 
 
 class _Client:
-    """A connection and who owns it: the main thread (``parked``) or a pool thread."""
+    """A connection and who owns it: nobody while it waits in the poller
+    (``parked``), else the thread that claimed it."""
 
     __slots__ = ("conn", "deadline", "fd", "handshaking", "parked", "proxy", "served")
 
@@ -148,7 +166,7 @@ class _Client:
         # Set while the PROXY header the peer owes is being read (--proxy-protocol).
         self.proxy: tuple[HeaderReader, Any, dict[str, Any]] | None = None
         self.fd = fd
-        # When the main thread gives up waiting: for the next request (keep-alive),
+        # When the worker gives up waiting: for the next request (keep-alive),
         # the rest of a head (header_timeout) or a TLS handshake.
         self.deadline = deadline
         self.parked = True
@@ -157,7 +175,7 @@ class _Client:
 
 
 class ThreadWorker(SocketWorker):
-    """Serves WSGI apps on ``--threads`` threads; keep-alive connections wait in epoll."""
+    """Serves WSGI apps on ``--threads`` threads, one of them polling at a time."""
 
     interface = "wsgi"
     # epoll where the platform has it; poll() elsewhere, for development machines.
@@ -170,26 +188,34 @@ class ThreadWorker(SocketWorker):
         self.handler = handler = WSGIHandler(self, multithread=cfg.threads > 1)
         self.parse = handler.parse
         self.clients: dict[int, _Client] = {}
-        self.jobs: queue.SimpleQueue[_Client | None] = queue.SimpleQueue()
-        # When each pool thread started its current request (0: idle).
+        # Reported by the poller and not handled yet. Only the leader takes from
+        # it; a thread that takes the lead over goes on where the last one stopped.
+        self.ready: deque[tuple[int, int]] = deque()
+        # When each thread started its current request (0: none).
         self.started = [0.0] * cfg.threads
         self.stopping = False
-        self.accept_paused = False
-        # Held while a connection is handed to the main thread (parked, then armed)
-        # and while the main thread closes a parked one, so that it never closes a
-        # descriptor a pool thread is about to arm: the number could be reused by then.
+        self.finished = False
+        self.accept_paused = True
+        # Whoever turns ``parked`` off owns the connection: the leader that
+        # claims a reported one, or the main thread closing one past its deadline.
         self.park_lock = threading.Lock()
         self.count_lock = threading.Lock()
-        # Other threads write here to wake the main thread: a closed connection makes
-        # room to accept again, or (poll) a connection was handed back.
-        self._room_r, self._room_w = os.pipe()
-        os.set_blocking(self._room_r, False)
-        os.set_blocking(self._room_w, False)
-        self.poller = self.poller_class(self._room_w)
+        self.listen_lock = threading.Lock()
+        # Stopping, the leader unregisters the listeners itself, between two polls:
+        # see _unlisten. Then, once every event polled before is handled, it sets
+        # ``listeners_gone``: nothing is accepted after that.
+        self.unlistened = False
+        self.listeners_gone = False
+        # Other threads wake the main thread here: a closed connection makes room
+        # to accept again, or was the last one of a stop.
+        self._room_r, self._room_w = _pipe()
+        # And the leader here: the poll set changed (poll()), or the worker is done.
+        self._wake_r, self._wake_w = _pipe()
+        self.poller = self.poller_class(self._wake_w)
+        self.poller.watch(self._wake_r)
         self.targets = self.listen_targets(handler.base_environ)
         self._listen(True)
-        self.poller.watch(self.wakeup_fd)
-        self.poller.watch(self._room_r)
+        self.relay = Relay(switch_after=SWITCH_AFTER)
         threads = [
             threading.Thread(target=self._work, args=(i,), name=f"gthread-{i}", daemon=True)
             for i in range(cfg.threads)
@@ -197,55 +223,42 @@ class ThreadWorker(SocketWorker):
         for thread in threads:
             thread.start()
         try:
-            self._loop()
+            self._housekeep()
         finally:
             # After a graceful stop every thread is idle and leaves at once; after a
             # fast one (QUIT) nobody waits for them: they are daemon threads.
-            for _ in threads:
-                self.jobs.put(None)
+            self.finished = True
+            self.relay.stop()
+            _wake(self._wake_w)
             if not self.clients:
                 for thread in threads:
                     thread.join(1.0)
 
     def request_finished(self, status: int, seconds: float, sent: int) -> None:
-        # Pool threads finish requests concurrently: the lock keeps max_requests
-        # and the scoreboard's counters exact (an increment is a read and a store).
+        # Threads finish requests concurrently: the lock keeps max_requests and
+        # the scoreboard's counters exact (an increment is a read and a store).
         with self.count_lock:
             super().request_finished(status, seconds, sent)
 
     # -- the main thread ---------------------------------------------------------
-    def _listen(self, on: bool) -> None:
-        """(Un)register the listeners: off while at worker_connections or stopping."""
-        for fd in self.targets:
-            self.poller.listen(fd, on)
-        self.accept_paused = not on
-
-    def _loop(self) -> None:
+    def _housekeep(self) -> None:
         clients = self.clients
-        targets = self.targets
-        wakeup_fd = self.wakeup_fd
-        room_r = self._room_r
-        poll = self.poller.poll
-        readable = self._readable
+        selector = selectors.DefaultSelector()
+        selector.register(self.wakeup_fd, selectors.EVENT_READ)
+        selector.register(self._room_r, selectors.EVENT_READ)
         tick = self.tick
         next_tick = 0.0
         while True:
-            for fd, _ in poll(tick):
-                client = clients.get(fd)
-                if client is not None:
-                    readable(client)
-                elif fd in targets:
-                    self._accept(*targets[fd])
-                elif fd == wakeup_fd:
+            for key, _ in selector.select(tick):
+                if key.fd == self.wakeup_fd:
                     self.drain_wakeup()
-                elif fd == room_r:
-                    with contextlib.suppress(OSError):
-                        os.read(room_r, 4096)
+                else:
+                    _drain(self._room_r)
             now = monotonic()
             if not self.alive and not self.stopping:
                 self._begin_stop()
             if self.stopping:
-                if not clients:
+                if self.listeners_gone and not clients:
                     return
             elif self.accept_paused and len(clients) < self.max_clients:
                 self._listen(True)
@@ -262,38 +275,163 @@ class ThreadWorker(SocketWorker):
         newest = max(self.started)
         return self.timeout > 0 and all(self.started) and now - newest > self.timeout
 
+    def _sweep(self, now: float) -> None:
+        """Close parked connections past their deadline (keep-alive, header_timeout),
+        and once stopping, the idle keep-alive ones."""
+        stopping = self.stopping
+        for client in list(self.clients.values()):
+            if not client.parked:
+                continue
+            conn = client.conn
+            if client.deadline < now:
+                # Part of a head, then silence: say why before closing.
+                late_head = bool(conn.buf) and not client.handshaking
+                self._close_parked(client, late_head)
+            elif (
+                stopping
+                and client.served
+                and not conn.has_input()
+                and now - (client.deadline - self.keepalive) >= IDLE_GRACE_ON_STOP
+            ):
+                self._close_parked(client, False)
+
+    def _close_parked(self, client: _Client, late_head: bool) -> None:
+        if not self._claim(client):
+            return  # a thread took it meanwhile: it has something to read
+        if late_head:
+            with contextlib.suppress(OSError):
+                client.conn.sock.send(
+                    error_response(408, "request head not complete within header_timeout")
+                )
+        self.poller.forget(client.fd)
+        self._close(client)
+
+    def _begin_stop(self) -> None:
+        """Stop accepting and close idle keep-alive connections; requests in flight finish.
+
+        A connection that has not sent its first request yet is kept: it may be
+        the one this worker was woken to accept, and its request is answered
+        (with ``Connection: close``) unless header_timeout runs out first.
+        """
+        self.stopping = True
+        _wake(self._wake_w)  # the leader unregisters the listeners: _unlisten
+        self._sweep(monotonic())
+
+    # -- the serving threads --------------------------------------------------------
+    def _work(self, index: int) -> None:
+        relay = self.relay
+        while relay.lead():
+            try:
+                self._lead(index)
+            except Exception:  # every client/app error is answered below; a bug guard
+                self.log.exception("Error in a gthread serving thread")
+
+    def _lead(self, index: int) -> None:
+        """Poll and serve until another thread takes the lead or the worker is done."""
+        ready = self.ready
+        clients = self.clients
+        targets = self.targets
+        wake_r = self._wake_r
+        poll = self.poller.poll
+        relay = self.relay
+        tick = self.tick
+        while not self.finished:
+            if not ready:
+                if self.unlistened and not self.listeners_gone:
+                    self._listeners_gone()  # what was polled with them is handled
+                events = poll(0)
+                if self.stopping and not self.unlistened and len(events) < POLL_BATCH:
+                    self._unlisten()
+                    if not events:
+                        self._listeners_gone()
+                if not events:
+                    relay.idle()  # nothing to time while blocked here
+                    events = poll(tick)
+                ready.extend(events)
+                continue
+            fd, _ = ready.popleft()
+            client = clients.get(fd)
+            if client is not None:
+                if not self._claim(client) or not self._readable(client):
+                    continue
+                relay.serve()
+                self._serve(client, index)
+                if not relay.keep_lead():
+                    return
+            elif fd in targets:
+                self._accept(*targets[fd])
+            elif fd == wake_r:
+                _drain(wake_r)
+
+    def _unlisten(self) -> None:
+        """Unregister the listeners for good (stopping), right after a poll that
+        emptied the kernel's ready list.
+
+        With EPOLLEXCLUSIVE the kernel wakes one worker for a new connection, and
+        no other notices it until the next one arrives. A connection this worker
+        was woken for is then in the events just polled, and is accepted; and with
+        no thread of this worker waiting in epoll now, a connection arriving from
+        here on wakes another worker too. Unregistering from the main thread
+        while the leader waits could drop the connection it was just woken for.
+        """
+        self._listen(False)
+        self.unlistened = True
+
+    def _listeners_gone(self) -> None:
+        self.listeners_gone = True
+        _wake(self._room_w)  # the main thread may find nothing left to wait for
+
+    def _claim(self, client: _Client) -> bool:
+        """Take a parked connection over; False if another thread (or the main
+        thread's sweep) has it, or it is gone: a stale report, nothing to do."""
+        with self.park_lock:
+            if not client.parked or self.clients.get(client.fd) is not client:
+                return False
+            client.parked = False
+            return True
+
+    def _listen(self, on: bool) -> None:
+        """(Un)register the listeners: off while at worker_connections or stopping."""
+        with self.listen_lock:
+            if on == self.accept_paused:
+                for fd in self.targets:
+                    self.poller.listen(fd, on)
+                self.accept_paused = not on
+
     def _accept(self, listener: Any, base: dict[str, Any]) -> None:
         """Accept what waits (at least one: the EPOLLEXCLUSIVE rule) and park it."""
         clients = self.clients
-        handler = self.handler
-        tls = self.ssl_context is not None
         for sock, addr in self.accepted(
             listener, more=lambda: len(clients) < self.max_clients and not self.stopping
         ):
-            fd = sock.fileno()
-            # The header, then TLS on the plain socket (accepted() left it unwrapped).
-            owes = self.proxy_protocol is not None and self.owes_header(addr)
-            client = _Client(
-                handler.connection(sock, addr, base),
-                fd,
-                monotonic() + self.header_timeout,
-                tls and not owes,
-            )
-            if owes:
-                client.proxy = (HeaderReader(), addr, base)
-            clients[fd] = client
-            self.poller.add(fd)
-        if len(clients) >= self.max_clients and not self.accept_paused and not self.stopping:
+            self._add(sock, addr, base)
+        if len(clients) >= self.max_clients and not self.stopping:
             self._listen(False)
 
-    def _readable(self, client: _Client) -> None:
-        """A parked connection has data: read what is there; a complete head goes to the pool."""
-        client.parked = False
+    def _add(self, sock: Any, addr: Any, base: dict[str, Any]) -> None:
+        """Park a new connection: it is served once its first head is complete."""
+        fd = sock.fileno()
+        # The header, then TLS on the plain socket (accepted() left it unwrapped).
+        owes = self.proxy_protocol is not None and self.owes_header(addr)
+        client = _Client(
+            self.handler.connection(sock, addr, base),
+            fd,
+            monotonic() + self.header_timeout,
+            self.ssl_context is not None and not owes,
+        )
+        if owes:
+            client.proxy = (HeaderReader(), addr, base)
+        self.clients[fd] = client
+        self.poller.add(fd)
+
+    def _readable(self, client: _Client) -> bool:
+        """Read what a claimed connection has; True once a head is complete (the
+        caller serves it), else the connection is parked again or closed."""
         if client.proxy is not None and not self._proxy_header(client):
-            return
+            return False
         conn = client.conn
         if client.handshaking and not self._handshake(client):
-            return
+            return False
         buf = conn.buf
         sock = conn.sock
         while True:
@@ -301,16 +439,16 @@ class ThreadWorker(SocketWorker):
                 data = sock.recv(HEAD_RECV_SIZE)
             except (BlockingIOError, ssl.SSLWantReadError):
                 self._park(client, False)
-                return
+                return False
             except ssl.SSLWantWriteError:
                 self._park(client, True)
-                return
+                return False
             except OSError:
                 self._close(client)
-                return
+                return False
             if not data:
                 self._close(client)
-                return
+                return False
             if not buf:
                 buf = data
                 # The head must be complete within header_timeout of its first byte.
@@ -319,11 +457,10 @@ class ThreadWorker(SocketWorker):
                 buf += data
             conn.buf = buf
             if self._head_ready(buf):
-                self.jobs.put(client)
-                return
+                return True
             if self.ssl_context is None or not sock.pending():  # type: ignore[attr-defined]
                 self._park(client, False)
-                return
+                return False
             # More decrypted bytes wait inside the TLS object, where epoll cannot see them.
 
     def _proxy_header(self, client: _Client) -> bool:
@@ -379,107 +516,75 @@ class ThreadWorker(SocketWorker):
         except ParseError:
             return True  # the pool thread parses it again and answers the error
 
-    def _sweep(self, now: float) -> None:
-        """Close parked connections past their deadline (keep-alive, header_timeout),
-        and once stopping, the idle keep-alive ones."""
-        stopping = self.stopping
-        for client in list(self.clients.values()):
-            if not client.parked:
-                continue
-            conn = client.conn
-            if client.deadline < now:
-                if conn.buf and not client.handshaking:
-                    # Part of a head, then silence: say why before closing.
-                    with contextlib.suppress(OSError):
-                        conn.sock.send(
-                            error_response(408, "request head not complete within header_timeout")
-                        )
-                self._close_parked(client)
-            elif (
-                stopping
-                and client.served
-                and not conn.has_input()
-                and now - (client.deadline - self.keepalive) >= IDLE_GRACE_ON_STOP
-            ):
-                self._close_parked(client)
-
-    def _close_parked(self, client: _Client) -> None:
-        with self.park_lock:
-            if client.parked:
-                self.poller.forget(client.fd)
-                self._close(client)
-
-    def _begin_stop(self) -> None:
-        """Stop accepting and close idle keep-alive connections; requests in flight finish.
-
-        A connection that has not sent its first request yet is kept: it may be
-        the one this worker was woken to accept, and its request is answered
-        (with ``Connection: close``) unless header_timeout runs out first.
-        """
-        self.stopping = True
-        if not self.accept_paused:
-            self._listen(False)
-        self._sweep(monotonic())
-
-    # -- both sides ------------------------------------------------------------------
-    def _park(self, client: _Client, write: bool) -> None:
-        """Hand the connection (back) to the main thread, to report when it is readable."""
-        with self.park_lock:
-            client.parked = True
-            try:
-                self.poller.arm(client.fd, write)
-            except OSError:  # already closed under us: nothing to wait for
-                self._close(client)
-
-    def _close(self, client: _Client) -> None:
-        # Forget the descriptor before closing it: once closed, its number can be
-        # reused by the next accepted connection.
-        if self.clients.pop(client.fd, None) is None:
-            return
-        client.conn.close()
-        if self.accept_paused or self.stopping:
-            # Wake the main thread: it may accept again, or exit once the last is gone.
-            with contextlib.suppress(OSError):
-                os.write(self._room_w, b".")
-
-    # -- the pool threads ---------------------------------------------------------------
-    def _work(self, index: int) -> None:
-        get = self.jobs.get
-        started = self.started
-        while True:
-            client = get()
-            if client is None:
-                return
-            try:
-                self._serve(client, index)
-            except Exception:  # handle() answers every client/app error; this is a bug guard
-                self.log.exception("Error serving a connection")
-                self._close(client)
-            finally:
-                started[index] = 0.0
-
     def _serve(self, client: _Client, index: int) -> None:
         """Serve requests on ``client`` while they are already buffered, then park it."""
         conn = client.conn
         handle = self.handler.handle
         started = self.started
-        while True:
-            keep_alive = self.may_keep_alive(len(self.clients))
-            started[index] = monotonic()
-            # A response that promised keep-alive before a stop began is followed
-            # by the grace for idle connections, not by a close under the
-            # client's next request (the sweep closes it once idle).
-            if not handle(conn, keep_alive):
+        try:
+            while True:
+                keep_alive = self.may_keep_alive(len(self.clients))
+                started[index] = monotonic()
+                # A response that promised keep-alive before a stop began is followed
+                # by the grace for idle connections, not by a close under the
+                # client's next request (the sweep closes it once idle).
+                if not handle(conn, keep_alive):
+                    self._close(client)
+                    return
+                client.served = True
+                buf = conn.buf
+                if buf and self._head_ready(buf):
+                    continue  # a pipelined request: answered in order, on this thread
+                if self.ssl_context is not None and conn.sock.pending():  # type: ignore[attr-defined]
+                    # Decrypted bytes wait inside the TLS object, where epoll cannot see them.
+                    if self._readable(client):
+                        continue
+                    return
+                client.deadline = monotonic() + (self.header_timeout if buf else self.keepalive)
+                self._park(client, False)
+                return
+        except Exception:  # handle() answers every client/app error; this is a bug guard
+            self.log.exception("Error serving a connection")
+            self._close(client)
+        finally:
+            started[index] = 0.0
+
+    # -- any thread ------------------------------------------------------------------
+    def _park(self, client: _Client, write: bool) -> None:
+        """Hand the connection back to the poller, to report when it is readable."""
+        with self.park_lock:
+            client.parked = True
+            try:
+                self.poller.arm(client.fd, write)
+            except OSError:  # already closed under us: nothing to wait for
+                client.parked = False
                 self._close(client)
-                return
-            client.served = True
-            buf = conn.buf
-            if buf and self._head_ready(buf):
-                continue  # a pipelined request: answered in order, on this thread
-            if self.ssl_context is not None and conn.sock.pending():  # type: ignore[attr-defined]
-                # Decrypted bytes wait inside the TLS object, where epoll cannot see them.
-                self._readable(client)
-                return
-            client.deadline = monotonic() + (self.header_timeout if buf else self.keepalive)
-            self._park(client, False)
+
+    def _close(self, client: _Client) -> None:
+        # Forget the descriptor before closing it: once closed, its number can be
+        # reused by the next accepted connection.
+        if self.clients.get(client.fd) is not client:
             return
+        del self.clients[client.fd]
+        client.conn.close()
+        if self.accept_paused or self.stopping:
+            # Wake the main thread: it may accept again, or exit once the last is gone.
+            _wake(self._room_w)
+
+
+def _pipe() -> tuple[int, int]:
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    os.set_blocking(w, False)
+    return r, w
+
+
+def _wake(fd: int) -> None:
+    with contextlib.suppress(OSError):  # full: the reader will wake anyway
+        os.write(fd, b".")
+
+
+def _drain(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        while os.read(fd, 4096):
+            pass

@@ -1,8 +1,9 @@
-//! The Python face of `h1`: thin conversions, nothing decided here.
+//! The Python face of `h1`, `proxy` and `relay`: thin conversions, nothing decided here.
 
 mod chunked;
 mod errors;
 mod proxy;
+mod relay;
 mod request;
 mod response;
 mod text;
@@ -26,5 +27,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ProxyHeaderError", py.get_type::<proxy::ProxyHeaderError>())?;
     m.add_class::<proxy::ProxyHeader>()?;
     m.add_function(wrap_pyfunction!(proxy::parse_proxy_header, m)?)?;
+    m.add_class::<relay::Relay>()?;
     Ok(())
 }
