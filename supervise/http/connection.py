@@ -155,6 +155,13 @@ class Connection:
         self.buf = buf  # type: ignore[assignment]  # a bytearray while the head grows
         return HEAD_PENDING
 
+    def take_head(self, found: tuple[Any, int]) -> Any:
+        """The request of the head ``parse(self.buf)`` found complete (``found``
+        is what it returned); the bytes after the head stay buffered. Spares a
+        worker that already parsed the head to see whether it is complete a
+        second parse."""
+        return self._take_head(found, self.buf)
+
     def _take_head(self, found: tuple[Any, int], buf: bytes | bytearray) -> Any:
         request, size = found
         self.buf = bytes(buf[size:]) if size < len(buf) else b""

@@ -174,10 +174,11 @@ class WSGIHandler:
             return False
         return self._serve(conn, req, keep_alive)
 
-    def serve_request(self, conn: Connection, req: Any) -> bool:
-        """Serve a request whose head was read already (Connection.gather_head);
-        like ``handle``, True when the connection may carry another."""
-        return self._serve(conn, req, False)
+    def serve_request(self, conn: Connection, req: Any, *, keep_alive: bool = False) -> bool:
+        """Serve a request whose head was read already (Connection.gather_head,
+        Connection.take_head); like ``handle``, True when the connection may
+        carry another."""
+        return self._serve(conn, req, keep_alive)
 
     def refuse(self, conn: Connection, status: int, reason: str) -> None:
         """Answer a head that cannot be served (ParseError, ClientTimeout) and

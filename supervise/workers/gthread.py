@@ -155,6 +155,10 @@ class _Poll:
         return events
 
 
+class _BadHead:
+    """A head the parser refused: served by ``handle()``, which answers the error."""
+
+
 class _Client:
     """A connection and who owns it: nobody while it waits in the poller
     (``parked``), else the thread that claimed it."""
@@ -352,10 +356,13 @@ class ThreadWorker(SocketWorker):
             fd, _ = ready.popleft()
             client = clients.get(fd)
             if client is not None:
-                if not self._claim(client) or not self._readable(client):
+                if not self._claim(client):
+                    continue
+                head = self._readable(client)
+                if head is None:
                     continue
                 relay.serve()
-                self._serve(client, index)
+                self._serve(client, index, head)
                 if not relay.keep_lead():
                     return
             elif fd in targets:
@@ -424,14 +431,15 @@ class ThreadWorker(SocketWorker):
         self.clients[fd] = client
         self.poller.add(fd)
 
-    def _readable(self, client: _Client) -> bool:
-        """Read what a claimed connection has; True once a head is complete (the
-        caller serves it), else the connection is parked again or closed."""
+    def _readable(self, client: _Client) -> Any:
+        """Read what a claimed connection has: the head once it is complete (see
+        ``_head``; the caller serves it), else None, the connection parked
+        again or closed."""
         if client.proxy is not None and not self._proxy_header(client):
-            return False
+            return None
         conn = client.conn
         if client.handshaking and not self._handshake(client):
-            return False
+            return None
         buf = conn.buf
         sock = conn.sock
         while True:
@@ -439,16 +447,16 @@ class ThreadWorker(SocketWorker):
                 data = sock.recv(HEAD_RECV_SIZE)
             except (BlockingIOError, ssl.SSLWantReadError):
                 self._park(client, False)
-                return False
+                return None
             except ssl.SSLWantWriteError:
                 self._park(client, True)
-                return False
+                return None
             except OSError:
                 self._close(client)
-                return False
+                return None
             if not data:
                 self._close(client)
-                return False
+                return None
             if not buf:
                 buf = data
                 # The head must be complete within header_timeout of its first byte.
@@ -456,11 +464,12 @@ class ThreadWorker(SocketWorker):
             else:
                 buf += data
             conn.buf = buf
-            if self._head_ready(buf):
-                return True
+            head = self._head(buf)
+            if head is not None:
+                return head
             if self.ssl_context is None or not sock.pending():  # type: ignore[attr-defined]
                 self._park(client, False)
-                return False
+                return None
             # More decrypted bytes wait inside the TLS object, where epoll cannot see them.
 
     def _proxy_header(self, client: _Client) -> bool:
@@ -509,17 +518,18 @@ class ThreadWorker(SocketWorker):
         client.handshaking = False
         return True
 
-    def _head_ready(self, buf: bytes) -> bool:
-        """Whether a pool thread can take the request: a whole head, or one to refuse."""
+    def _head(self, buf: bytes) -> Any:
+        """The parser's (request, head length) once ``buf`` holds a whole head,
+        ``_BadHead`` for one to refuse, None while it is incomplete."""
         try:
-            return self.parse(buf) is not None
+            return self.parse(buf)
         except ParseError:
-            return True  # the pool thread parses it again and answers the error
+            return _BadHead  # handle() parses it again and answers the error
 
-    def _serve(self, client: _Client, index: int) -> None:
-        """Serve requests on ``client`` while they are already buffered, then park it."""
+    def _serve(self, client: _Client, index: int, head: Any) -> None:
+        """Serve ``head``, then the requests buffered behind it, then park the connection."""
         conn = client.conn
-        handle = self.handler.handle
+        handler = self.handler
         started = self.started
         try:
             while True:
@@ -528,16 +538,22 @@ class ThreadWorker(SocketWorker):
                 # A response that promised keep-alive before a stop began is followed
                 # by the grace for idle connections, not by a close under the
                 # client's next request (the sweep closes it once idle).
-                if not handle(conn, keep_alive):
+                if head is _BadHead:
+                    go_on = handler.handle(conn, keep_alive)
+                else:
+                    go_on = handler.serve_request(conn, conn.take_head(head), keep_alive=keep_alive)
+                if not go_on:
                     self._close(client)
                     return
                 client.served = True
                 buf = conn.buf
-                if buf and self._head_ready(buf):
+                head = self._head(buf) if buf else None
+                if head is not None:
                     continue  # a pipelined request: answered in order, on this thread
                 if self.ssl_context is not None and conn.sock.pending():  # type: ignore[attr-defined]
                     # Decrypted bytes wait inside the TLS object, where epoll cannot see them.
-                    if self._readable(client):
+                    head = self._readable(client)
+                    if head is not None:
                         continue
                     return
                 client.deadline = monotonic() + (self.header_timeout if buf else self.keepalive)
