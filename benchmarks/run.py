@@ -311,6 +311,8 @@ def main(argv: list[str]) -> int:
             "all_cpus": list(all_cpus),
             "deploy_workers": deploy_workers,
             "threads_per_gthread": servers.THREADS,
+            # Servers the deploy and workers tables leave out: they run one process only.
+            "single_process": sorted(s.name for s in available[args.python] if not s.multi_worker),
             "wrk_timeout": loadgen.WRK_TIMEOUT,
             "h2_streams": loadgen.H2_STREAMS,
         },

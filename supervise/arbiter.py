@@ -179,12 +179,7 @@ class Arbiter:
     def _load_app_in_master(self) -> Any:
         try:
             app = loading.load_app(self.cfg)
-            loading.check_interface(
-                app,
-                self.cfg.app_uri or "app",
-                self.worker_class.interface,
-                self.cfg.worker_class_str,
-            )
+            self.worker_class.interface_for(app, self.cfg)
         except loading.AppLoadError as exc:
             if exc.details:
                 self.log.error("Failed to load %r:\n%s", self.cfg.app_uri, exc.details.rstrip())

@@ -373,13 +373,13 @@ def check_app(cfg: Config) -> int:
     name looks like a misspelt setting (it would be ignored: the server would run,
     just not as configured). Other notices are warnings and leave the status alone.
     """
-    from supervise.loading import AppLoadError, check_interface, load_app
+    from supervise.loading import AppLoadError, load_app
     from supervise.workers import WorkerClassError, load_worker_class
 
     try:
         worker_class = load_worker_class(cfg.worker_class_str)
         app = load_app(cfg)
-        check_interface(app, cfg.app_uri or "", worker_class.interface, cfg.worker_class_str)
+        worker_class.interface_for(app, cfg)
     except (AppLoadError, WorkerClassError) as exc:
         sys.stderr.write(f"Error: {exc}\n")
         details = getattr(exc, "details", "")

@@ -219,10 +219,11 @@ def _build() -> dict[str, Setting]:
         metavar="CLASS",
         validator=WORKER_CLASS,
         default="sync",
-        help="The kind of worker: sync, gthread, gevent, asgi, rsgi, or a dotted path. "
-        "`sync` serves WSGI one request at a time, `gthread` WSGI on a thread pool with "
-        "keep-alive, `gevent` WSGI on greenlets, `asgi` ASGI on asyncio and `rsgi` RSGI "
-        "on the native server; a dotted path names a subclass of "
+        help="The kind of worker: sync, gthread, gevent, asgi, rsgi, native, or a dotted "
+        "path. `sync` serves WSGI one request at a time, `gthread` WSGI on a thread pool "
+        "with keep-alive, `gevent` WSGI on greenlets, `asgi` ASGI on asyncio, `rsgi` RSGI "
+        "on the native server, and `native` WSGI or RSGI apps on the native server "
+        "(`--interface`; HTTP/2 and TLS included); a dotted path names a subclass of "
         "`supervise.workers.base.Worker`. As in Gunicorn, `sync` with "
         "`threads` above 1 runs the gthread worker. Gunicorn's own names and class paths "
         "(`egg:gunicorn#gevent`, `gunicorn.workers.ggevent.GeventWorker`, `gevent_pywsgi`) "
@@ -237,8 +238,10 @@ def _build() -> dict[str, Setting]:
         validator=int_check(1),
         default=1,
         help="The number of threads per worker that run the application, for the gthread "
-        "worker (and the WSGI side of the rsgi worker). Setting it above 1 with the sync "
-        "worker selects gthread.",
+        "worker and WSGI apps on `-k native` (there each thread does its connections' "
+        "I/O and calls the app itself; above 1 they share one work-stealing runtime, so "
+        "an idle thread takes over the connections of one held up by the app). Setting "
+        "it above 1 with the sync worker selects gthread.",
     )
     add(
         name="worker_cpu_affinity",

@@ -42,6 +42,16 @@ OPT_SECONDS = Check("number or None", _opt_seconds)
 def declare(add: Callable[..., None]) -> None:
     """Append the RSGI section's settings through ``add`` (settings._adder)."""
     add(
+        name="interface",
+        flags=["--interface"],
+        metavar="INTERFACE",
+        validator=choice_check("auto", "wsgi", "rsgi"),
+        default="auto",
+        help="The interface `-k native` serves the app with: `auto` (default) tells it "
+        "from the app (`__rsgi__`, or the arguments of its callable), `wsgi`, `rsgi`. "
+        "Other worker classes serve one interface each and ignore this.",
+    )
+    add(
         name="runtime_threads",
         flags=["--runtime-threads"],
         metavar="INT",

@@ -34,7 +34,16 @@ PEERS = [
 ]
 # Each of these may fail to build or have no wheel for a Python version; a failure only
 # removes the servers (or loop) that need it.
-OPTIONAL = ["rloop", "uwsgi"]
+OPTIONAL = ["rloop", "uwsgi", "bjoern", "fastwsgi"]
+# What an optional package needs from the system to build (it ships no wheel): headers,
+# any one of which will do, and how to get them. Checked before pip so the report gives
+# that reason rather than a compiler error, and tried again once they are there.
+SYSTEM_NEEDS = {
+    "bjoern": (
+        ("/usr/include/ev.h", "/usr/include/libev/ev.h", "/usr/local/include/ev.h"),
+        "libev headers missing: apt-get install -y libev-dev",
+    ),
+}
 # Only the venv that draws the charts needs it.
 CHARTS = ["matplotlib"]
 # supervise's distribution name (pyproject's [project] name): "supervise" on PyPI is
@@ -120,6 +129,39 @@ def _installed_versions(venv: Venv) -> dict[str, str]:
     return json.loads(out.stdout)
 
 
+def missing_system(package: str) -> str:
+    """Why `package` cannot build on this machine, or "" when nothing it needs is missing."""
+    headers, why = SYSTEM_NEEDS.get(package, ((), ""))
+    if not headers or any(Path(h).exists() for h in headers):
+        return ""
+    return why
+
+
+def _install_optional(venv: Venv, state: dict, *, fresh: bool, up: list[str], log) -> None:
+    """pip install the optional packages: all of them when the peers were just (re)installed,
+    else those not in the venv yet (packages added to OPTIONAL reach existing venvs too).
+    A pip failure is not retried until the peers are (--upgrade-peers): a failing build
+    costs minutes every run. A missing system prerequisite is, as soon as it is there."""
+    failed = state.setdefault("optional_failed", {})
+    # Venvs made before "optional_tried" existed: their failures were pip failures.
+    tried = state.setdefault("optional_tried", list(failed))
+    installed = _installed_versions(venv)
+    for extra in OPTIONAL:
+        if (extra in installed and not fresh) or extra in tried:
+            continue
+        why = missing_system(extra)
+        if why:
+            if extra not in installed:
+                failed[extra] = why
+            log(f"  not installing {extra}: {why}")
+            continue
+        tried.append(extra)
+        if _pip(venv, [*up, extra], log):
+            failed.pop(extra, None)
+        else:
+            failed[extra] = "pip install failed (see the run log)"
+
+
 def prepare(version: str, *, charts: bool, upgrade: bool, log) -> Venv:
     """Create or refresh the venv for one Python version; returns it with versions filled in."""
     venv = Venv(VENVS_DIR / f"py{version}", version)
@@ -130,16 +172,16 @@ def prepare(version: str, *, charts: bool, upgrade: bool, log) -> Venv:
         subprocess.run([find_python(version), "-m", "venv", str(venv.path)], check=True)
         state = {}
     wanted = PEERS + (CHARTS if charts else [])
-    if upgrade or not set(wanted) <= set(state.get("peers", [])):
+    up = ["--upgrade"] if upgrade else []
+    fresh = upgrade or not set(wanted) <= set(state.get("peers", []))
+    if fresh:
         log(f"installing peers into {venv.path.name}")
-        up = ["--upgrade"] if upgrade else []
         if not _pip(venv, [*up, "pip"], log) or not _pip(venv, [*up, *wanted], log):
             raise RuntimeError(f"installing the peers into {venv.path} failed (see above)")
         state["peers"] = wanted
         state["optional_failed"] = {}
-        for extra in OPTIONAL:
-            if not _pip(venv, [*up, extra], log):
-                state["optional_failed"][extra] = "pip install failed (see the run log)"
+        state["optional_tried"] = []
+    _install_optional(venv, state, fresh=fresh, up=up, log=log)
     digest = source_digest()
     if state.get("supervise") != digest:
         log(f"installing supervise from {REPO_ROOT} into {venv.path.name} (sources changed)")

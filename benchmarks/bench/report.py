@@ -3,6 +3,8 @@ and for every scenario how supervise compares with the best peer."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from bench.plan import TABLES
 
 MIB = 2**20
@@ -348,15 +350,20 @@ def _legend() -> str:
     )
 
 
-def _deploy_section(deploy: list[dict], main: list[dict], chart_dir: str) -> list[str]:
+def _deploy_section(
+    deploy: list[dict], main: list[dict], chart_dir: str, *, single: Iterable[str] = ()
+) -> list[str]:
     workers = deploy[0]["options"]["workers"]
+    # Say who is left out and why, so an absent peer is not read as a failed one.
+    left_out = ", ".join(single)
+    not_here = f" Not in this table, single process only: {left_out}." if left_out else ""
     out = [
         f"## Deploy: {workers} workers = cores, unpinned (what users get)",
         "",
         f"Every server that can run several workers, with {workers} of them; server and "
         "load generator unpinned. The client competes with the server for the cores, so "
         "read these figures against each other, not against the pinned tables. gthread "
-        "keeps its threads per worker (see the command lines).",
+        f"keeps its threads per worker (see the command lines).{not_here}",
         "",
         "### supervise against Granian and the best peer",
         "",
@@ -449,7 +456,7 @@ def render(doc: dict, chart_dir: str) -> str:
         out += [f"![{point['scenario']}]({chart_dir}/{point['scenario']}.png)", ""]
         out += [*_table(point), ""]
     if deploy:
-        out += _deploy_section(deploy, main, chart_dir)
+        out += _deploy_section(deploy, main, chart_dir, single=meta.get("single_process", ()))
     for table, title in TABLES.items():
         if table in ("main", "deploy"):
             continue

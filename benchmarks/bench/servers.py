@@ -17,6 +17,10 @@ from dataclasses import dataclass, field, replace
 
 from bench.peers import BENCH_DIR, DISTRIBUTION, Venv
 
+# Scripts that run a peer with no command line of its own (or none usable on every Python
+# of the suite) on host/port: one per peer, named run_<peer>.py.
+LAUNCHERS = BENCH_DIR / "launchers"
+
 APPS = {
     "wsgi": "apps.wsgi_app:app",
     "asgi": "apps.asgi_app:app",
@@ -155,6 +159,18 @@ def _uwsgi(venv: Venv, port: int, opts: Options) -> list[str]:
     ]
 
 
+def _launched(peer: str) -> Builder:
+    """A single-process peer started by this suite's launcher, on the WSGI app."""
+
+    def build(venv: Venv, port: int, opts: Options) -> list[str]:
+        # Relative, as the apps are: servers start in benchmarks/, and the report's
+        # command lines stay free of this checkout's path.
+        script = (LAUNCHERS / f"run_{peer}.py").relative_to(BENCH_DIR)
+        return [venv.python, str(script), "--host", HOST, "--port", str(port), APPS["wsgi"]]
+
+    return build
+
+
 ALL_LOOPS = ("asyncio", "uvloop", "rloop")
 
 PEERS = [
@@ -167,6 +183,11 @@ PEERS = [
            _gunicorn("gevent", "wsgi", "--worker-connections", str(WORKER_CONNECTIONS)),
            quick=True),
     Server("uwsgi", "wsgi", "uwsgi", _uwsgi),
+    # One process and one thread each, no worker processes: the pinned tables only.
+    Server("bjoern", "wsgi", "bjoern", _launched("bjoern"), multi_worker=False,
+           note="C, libev; single process"),
+    Server("fastwsgi", "wsgi", "fastwsgi", _launched("fastwsgi"), multi_worker=False,
+           note="C, libuv + llhttp; single process"),
     Server("granian-asgi", "asgi", "granian", _granian("asgi"), frozenset({"h2", "ws"}),
            loops=ALL_LOOPS, runtime_threads=True, runtime_mode=True, quick=True),
     Server("uvicorn-httptools", "asgi", "uvicorn", _uvicorn("httptools"), frozenset({"ws"}),
@@ -210,6 +231,12 @@ SUPERVISE_WORKERS = {
     ),
     "asgi": WorkerClass("asgi", "supervise.workers.asgi", frozenset({"ws"})),
     "rsgi": WorkerClass("rsgi", "supervise.workers.rsgi", frozenset({"h2", "ws"})),
+    # WSGI on the rsgi worker's tokio + hyper server (HTTP/2 included), the app called on
+    # the runtime thread that read the request. One thread (one single-threaded runtime)
+    # everywhere, the bjoern model, so it compares with bjoern and fastwsgi per core.
+    "native": WorkerClass(
+        "wsgi", "supervise.workers.native", frozenset({"h2"}), ("--threads", "1")
+    ),
 }
 # The settings the loops / runtime-threads tables need; used once `supervise --help`
 # lists them (Granian's names, which the asgi/rsgi workers adopted).

@@ -3,10 +3,11 @@
 
 pub mod h1;
 pub mod proxy;
-mod py;
+pub(crate) mod py;
 mod relay;
-mod rsgi;
+pub(crate) mod rsgi;
 pub mod server;
+mod wsgi;
 
 use pyo3::prelude::*;
 
@@ -14,5 +15,6 @@ use pyo3::prelude::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     py::register(m)?;
-    rsgi::register(m)
+    rsgi::register(m)?;
+    wsgi::register(m)
 }

@@ -23,6 +23,7 @@ class WorkerSpec(NamedTuple):
     target: str  # "module:Class", imported only when the class is used
     interface: str  # "wsgi" | "asgi" | "rsgi"
     extra: str | None = None  # the optional dependency set it needs, if any
+    native_server: bool = False  # served by the Rust server (native/src/server)
 
 
 WORKERS: dict[str, WorkerSpec] = {
@@ -30,7 +31,10 @@ WORKERS: dict[str, WorkerSpec] = {
     "gthread": WorkerSpec("supervise.workers.gthread:ThreadWorker", "wsgi"),
     "gevent": WorkerSpec("supervise.workers.ggevent:GeventWorker", "wsgi", extra="gevent"),
     "asgi": WorkerSpec("supervise.workers.asgi:AsgiWorker", "asgi"),
-    "rsgi": WorkerSpec("supervise.workers.rsgi:RsgiWorker", "rsgi"),
+    "rsgi": WorkerSpec("supervise.workers.rsgi:RsgiWorker", "rsgi", native_server=True),
+    # The engine serves RSGI too (--interface); listed under its first interface,
+    # which is what the tests' WSGI suites run it with.
+    "native": WorkerSpec("supervise.workers.native:NativeWorker", "wsgi", native_server=True),
 }
 
 

@@ -278,12 +278,18 @@ class Worker:
 
     def _check_app(self, app: Any) -> None:
         try:
-            loading.check_interface(
-                app, self.cfg.app_uri or "app", self.interface, self.cfg.worker_class_str
-            )
+            self.interface_for(app, self.cfg)
         except loading.AppLoadError as exc:
             self.log.error("%s", exc)
             raise SystemExit(APP_LOAD_ERROR) from None
+
+    @classmethod
+    def interface_for(cls, app: Any, cfg: Config) -> str:
+        """The interface this class serves ``app`` with (the master asks too, before
+        forking); AppLoadError, saying which ``-k`` fits, when it cannot serve it.
+        A class that serves several interfaces picks one here."""
+        loading.check_interface(app, cfg.app_uri or "app", cls.interface, cfg.worker_class_str)
+        return cls.interface
 
     def _init_signals(self) -> None:
         for sig in self.SIGNALS:

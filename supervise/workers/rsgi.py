@@ -109,13 +109,23 @@ class RsgiWorker(LoopWorker):
             access_log=self.log.access_enabled,
             record=self.record,
         )
+        self.start_server(
+            handler=handler,
+            event_loop=loop,
+            threads=cfg.runtime_threads,
+            mode=cfg.runtime_mode,
+            ws=cfg.ws != "off",
+            proxy=ProxyRules(cfg).native(),
+        )
+        loop.add_reader(self.server.fileno(), self.server.drain)
+
+    def start_server(self, **interface: Any) -> None:
+        """The native server on the inherited listeners, with the settings every
+        interface shares plus ``interface``'s (the app side, threads, ws, proxy)."""
+        cfg = self.cfg
         try:
             self.server = _native.RsgiServer(
-                handler=handler,
-                event_loop=loop,
                 fds=[(listener.sock.fileno(), listener.is_unix) for listener in self.listeners],
-                threads=cfg.runtime_threads,
-                mode=cfg.runtime_mode,
                 header_timeout=float(cfg.header_timeout),
                 keepalive=float(cfg.keepalive),
                 limit_request_line=cfg.limit_request_line,
@@ -126,17 +136,15 @@ class RsgiWorker(LoopWorker):
                 server_header="supervise" if cfg.server_header else None,
                 tls=self.ssl_context,
                 **http_options(cfg),
-                ws=cfg.ws != "off",
                 ws_max_size=cfg.ws_max_size,
                 ws_ping_interval=float(cfg.ws_ping_interval),
                 ws_ping_timeout=float(cfg.ws_ping_timeout),
-                proxy=ProxyRules(cfg).native(),
                 proxy_allow=proxy_allow(cfg),
+                **interface,
             )
         except OSError as exc:
             self.log.error("%s", exc)
             raise SystemExit(WORKER_BOOT_ERROR) from None
-        loop.add_reader(self.server.fileno(), self.server.drain)
 
     def run(self) -> None:
         loop = self.loop
@@ -163,8 +171,11 @@ class RsgiWorker(LoopWorker):
         return min(0.1, super().tick)
 
     def _tick(self) -> None:
-        """Heartbeat, request count, connections; a blocked loop stops it, which is the point."""
-        self.notify()
+        """Heartbeat, request count, connections; a blocked loop stops it, which is
+        the point, and so does a WSGI app (-k native) holding every thread that
+        calls it for longer than a tick."""
+        if self.server.stuck_for() <= self.tick:
+            self.notify()
         self._count_requests()
         self.set_active(self.server.connections())
         self.set_in_flight(self.server.in_flight())

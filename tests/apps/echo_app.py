@@ -18,8 +18,14 @@ def app(environ: dict, start_response: Callable) -> Iterable[bytes]:
         "body_len": len(body),
     }
     data = json.dumps(payload).encode()
+    # Also in a header: -k native's answer to CONNECT is a tunnel's (no content).
     start_response(
-        "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
+        "200 OK",
+        [
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(data))),
+            ("X-Echo", data.decode("latin-1")),
+        ],
     )
     return [data]
 

@@ -17,6 +17,7 @@ pub use error::ParseError;
 pub use head::{parse_request, RequestHead, Version};
 pub use limits::Limits;
 pub use response::{
-    reason_phrase, set_date_header, set_server_header, ResponseHead, ResponseHeadBuilder,
+    check_field, parse_status, reason_phrase, set_date_header, set_server_header, AppField,
+    ResponseHead, ResponseHeadBuilder,
 };
 pub use target::TargetForm;

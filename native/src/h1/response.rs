@@ -108,6 +108,68 @@ pub fn reason_phrase(code: u16) -> &'static str {
     }
 }
 
+/// A WSGI status ("200 OK", or "200"): the code and the reason phrase.
+pub fn parse_status(status: &[u8]) -> Result<(u16, &[u8]), &'static str> {
+    let (code, reason) = match status {
+        [a, b, c] => ([*a, *b, *c], &b""[..]),
+        [a, b, c, b' ', reason @ ..] => ([*a, *b, *c], reason),
+        _ => return Err("status must be 'NNN Reason'"),
+    };
+    if !code.iter().all(u8::is_ascii_digit) || code[0] == b'0' {
+        return Err("status code must be 3 digits from 100 to 999");
+    }
+    if reason.iter().any(|&b| !is_field_vchar(b)) {
+        return Err("invalid character in status reason");
+    }
+    Ok((
+        code.iter().fold(0u16, |n, &d| n * 10 + u16::from(d - b'0')),
+        reason,
+    ))
+}
+
+/// What an application's response field means to the server. Every server
+/// here (the Python workers' heads and the native engine's hyper responses)
+/// applies the same rules through this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppField {
+    Date,
+    Server,
+    ContentLength(u64),
+    /// Transfer-Encoding, Keep-Alive: the server frames the message, not the app.
+    HopByHop,
+    /// `close` when the value lists "close".
+    Connection {
+        close: bool,
+    },
+    Other,
+}
+
+/// Checks one field an application gave (a CR, LF or NUL would let request
+/// data split the response) and says what it means.
+pub fn check_field(name: &[u8], value: &[u8]) -> Result<AppField, &'static str> {
+    if !is_token(name) {
+        return Err("invalid header name");
+    }
+    if value.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0)) {
+        return Err("header value contains CR, LF or NUL");
+    }
+    Ok(match name.len() {
+        4 if name_is(name, b"date") => AppField::Date,
+        6 if name_is(name, b"server") => AppField::Server,
+        14 if name_is(name, b"content-length") => AppField::ContentLength(
+            parse_decimal(trim_ows(value), i64::MAX as u64).ok_or("invalid Content-Length")?,
+        ),
+        17 if name_is(name, b"transfer-encoding") => AppField::HopByHop,
+        10 if name_is(name, b"keep-alive") => AppField::HopByHop,
+        10 if name_is(name, b"connection") => AppField::Connection {
+            close: value
+                .split(|&b| b == b',')
+                .any(|t| trim_ows(t).eq_ignore_ascii_case(b"close")),
+        },
+        _ => AppField::Other,
+    })
+}
+
 /// What the caller must do with the body after writing `bytes`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResponseHead {
@@ -147,21 +209,10 @@ impl ResponseHeadBuilder {
         keep_alive: bool,
         is_head: bool,
     ) -> Result<Self, &'static str> {
-        let (code, reason) = match status {
-            [a, b, c] => ([*a, *b, *c], &b""[..]),
-            [a, b, c, b' ', reason @ ..] => ([*a, *b, *c], reason),
-            _ => return Err("status must be 'NNN Reason'"),
-        };
-        if !code.iter().all(u8::is_ascii_digit) || code[0] == b'0' {
-            return Err("status code must be 3 digits from 100 to 999");
-        }
-        if reason.iter().any(|&b| !is_field_vchar(b)) {
-            return Err("invalid character in status reason");
-        }
-        let code_n = code.iter().fold(0u16, |n, &d| n * 10 + u16::from(d - b'0'));
+        let (code_n, reason) = parse_status(status)?;
         let mut buf = Vec::with_capacity(256);
         buf.extend_from_slice(b"HTTP/1.1 ");
-        buf.extend_from_slice(&code);
+        buf.extend_from_slice(&status[..3]);
         buf.push(b' ');
         buf.extend_from_slice(reason);
         buf.extend_from_slice(b"\r\n");
@@ -186,18 +237,10 @@ impl ResponseHeadBuilder {
     }
 
     pub fn header(&mut self, name: &[u8], value: &[u8]) -> Result<(), &'static str> {
-        if !is_token(name) {
-            return Err("invalid header name");
-        }
-        if value.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0)) {
-            return Err("header value contains CR, LF or NUL");
-        }
-        match name.len() {
-            4 if name_is(name, b"date") => self.has_date = true,
-            6 if name_is(name, b"server") => self.has_server = true,
-            14 if name_is(name, b"content-length") => {
-                let n = parse_decimal(trim_ows(value), i64::MAX as u64)
-                    .ok_or("invalid Content-Length")?;
+        match check_field(name, value)? {
+            AppField::Date => self.has_date = true,
+            AppField::Server => self.has_server = true,
+            AppField::ContentLength(n) => {
                 match self.content_length {
                     Some(prev) if prev != n => return Err("conflicting Content-Length headers"),
                     Some(_) => return Ok(()),
@@ -208,21 +251,16 @@ impl ResponseHeadBuilder {
                     return Ok(());
                 }
             }
-            // Hop-by-hop: the server frames the message, not the app.
-            17 if name_is(name, b"transfer-encoding") => return Ok(()),
-            10 if name_is(name, b"keep-alive") => return Ok(()),
-            10 if name_is(name, b"connection") => {
-                if value
-                    .split(|&b| b == b',')
-                    .any(|t| trim_ows(t).eq_ignore_ascii_case(b"close"))
-                {
+            AppField::HopByHop => return Ok(()),
+            AppField::Connection { close } => {
+                if close {
                     self.keep_alive = false;
                 }
                 if self.code != 101 {
                     return Ok(());
                 }
             }
-            _ => {}
+            AppField::Other => {}
         }
         self.push(name, value);
         Ok(())

@@ -1,12 +1,13 @@
 //! The Python face of `h1`, `proxy` and `relay`: thin conversions, nothing decided here.
 
 mod chunked;
+pub(crate) mod environ;
 mod errors;
 mod proxy;
 mod relay;
 mod request;
 mod response;
-mod text;
+pub(crate) mod text;
 
 use pyo3::prelude::*;
 

@@ -1,17 +1,16 @@
 //! `RequestParser` and `Request`: the head is parsed and kept in Rust; Python
 //! objects are made only for what the worker asks for, and the WSGI environ is
-//! filled from Rust with interned keys.
-
-use std::collections::BTreeMap;
-use std::sync::Mutex;
+//! filled from Rust with interned keys (`environ.rs`, shared with the native
+//! engine).
 
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
+use super::environ::{self, method_str};
 use super::errors::to_pyerr;
-use super::text::{latin1, latin1_bytes, with_bytes};
+use super::text::{latin1, with_bytes};
 use crate::h1::{parse_request, Limits, RequestHead, Version};
 
 /// Parses request heads under fixed limits (one parser per worker).
@@ -80,114 +79,6 @@ impl Request {
     }
 }
 
-fn method_str<'py>(py: Python<'py>, m: &[u8]) -> PyResult<Bound<'py, PyString>> {
-    Ok(match m {
-        b"GET" => intern!(py, "GET").clone(),
-        b"POST" => intern!(py, "POST").clone(),
-        b"HEAD" => intern!(py, "HEAD").clone(),
-        b"PUT" => intern!(py, "PUT").clone(),
-        b"DELETE" => intern!(py, "DELETE").clone(),
-        b"OPTIONS" => intern!(py, "OPTIONS").clone(),
-        b"PATCH" => intern!(py, "PATCH").clone(),
-        _ => latin1(py, m)?,
-    })
-}
-
-fn version_str(py: Python<'_>, v: Version) -> &Bound<'_, PyString> {
-    match v {
-        Version::Http11 => intern!(py, "1.1"),
-        Version::Http10 => intern!(py, "1.0"),
-    }
-}
-
-/// The environ key for a lower-case field name; `None` for names with "_",
-/// which Gunicorn drops too: "X_Forwarded_For" must not pose as
-/// HTTP_X_FORWARDED_FOR behind a proxy that only strips the dashed form.
-fn http_key<'py>(py: Python<'py>, name: &[u8]) -> Option<Bound<'py, PyString>> {
-    macro_rules! known {
-        ($($name:literal => $key:literal,)*) => {
-            match name {
-                $($name => return Some(intern!(py, $key).clone()),)*
-                _ => {}
-            }
-        };
-    }
-    known! {
-        b"host" => "HTTP_HOST",
-        b"user-agent" => "HTTP_USER_AGENT",
-        b"accept" => "HTTP_ACCEPT",
-        b"accept-encoding" => "HTTP_ACCEPT_ENCODING",
-        b"accept-language" => "HTTP_ACCEPT_LANGUAGE",
-        b"connection" => "HTTP_CONNECTION",
-        b"cookie" => "HTTP_COOKIE",
-        b"referer" => "HTTP_REFERER",
-        b"origin" => "HTTP_ORIGIN",
-        b"cache-control" => "HTTP_CACHE_CONTROL",
-        b"pragma" => "HTTP_PRAGMA",
-        b"authorization" => "HTTP_AUTHORIZATION",
-        b"if-none-match" => "HTTP_IF_NONE_MATCH",
-        b"if-modified-since" => "HTTP_IF_MODIFIED_SINCE",
-        b"x-forwarded-for" => "HTTP_X_FORWARDED_FOR",
-        b"x-forwarded-proto" => "HTTP_X_FORWARDED_PROTO",
-        b"x-forwarded-host" => "HTTP_X_FORWARDED_HOST",
-        b"x-real-ip" => "HTTP_X_REAL_IP",
-        b"x-request-id" => "HTTP_X_REQUEST_ID",
-        b"transfer-encoding" => "HTTP_TRANSFER_ENCODING",
-        b"expect" => "HTTP_EXPECT",
-        b"upgrade" => "HTTP_UPGRADE",
-        b"upgrade-insecure-requests" => "HTTP_UPGRADE_INSECURE_REQUESTS",
-        b"sec-fetch-dest" => "HTTP_SEC_FETCH_DEST",
-        b"sec-fetch-mode" => "HTTP_SEC_FETCH_MODE",
-        b"sec-fetch-site" => "HTTP_SEC_FETCH_SITE",
-        b"sec-fetch-user" => "HTTP_SEC_FETCH_USER",
-        b"dnt" => "HTTP_DNT",
-    }
-    if name.contains(&b'_') {
-        return None;
-    }
-    let mut cache = KEY_CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(key) = cache.get(name) {
-        return Some(key.bind(py).clone());
-    }
-    let mut key = String::with_capacity(5 + name.len());
-    key.push_str("HTTP_");
-    key.extend(name.iter().map(|&b| match b {
-        b'-' => '_',
-        _ => b.to_ascii_uppercase() as char,
-    }));
-    if cache.len() >= KEY_CACHE_SIZE {
-        // Not interned: interned strings may never be freed (3.12).
-        return Some(PyString::new(py, &key));
-    }
-    let key = PyString::intern(py, &key);
-    cache.insert(name.into(), key.clone().unbind());
-    Some(key)
-}
-
-/// Keys of custom fields an app's clients send again and again (X-Request-Id,
-/// X-Amzn-Trace-Id...): built once, then found by name. Bounded, so a client
-/// inventing names cannot grow it; past the bound keys are built each time.
-const KEY_CACHE_SIZE: usize = 512;
-static KEY_CACHE: Mutex<BTreeMap<Box<[u8]>, Py<PyString>>> = Mutex::new(BTreeMap::new());
-
-/// `env[key] = value` without pyo3's generic conversions (this runs ~20 times
-/// per request).
-#[inline]
-fn put(
-    env: &Bound<'_, PyDict>,
-    key: &Bound<'_, PyString>,
-    value: &Bound<'_, PyString>,
-) -> PyResult<()> {
-    // SAFETY: three valid borrowed references; PyDict_SetItem increments
-    // what it stores and returns -1 with an exception set on failure.
-    let rc = unsafe { pyo3::ffi::PyDict_SetItem(env.as_ptr(), key.as_ptr(), value.as_ptr()) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(PyErr::fetch(env.py()))
-    }
-}
-
 #[pymethods]
 impl Request {
     #[getter]
@@ -217,7 +108,10 @@ impl Request {
 
     #[getter]
     fn http_version<'py>(&self, py: Python<'py>) -> Bound<'py, PyString> {
-        version_str(py, self.head.version).clone()
+        match self.head.version {
+            Version::Http11 => intern!(py, "1.1").clone(),
+            Version::Http10 => intern!(py, "1.0").clone(),
+        }
     }
 
     /// `[(name, value), ...]`, names lower-cased, built once on first use.
@@ -273,84 +167,9 @@ impl Request {
     }
 
     /// A new dict: a copy of `base` plus everything this request defines.
-    fn wsgi_environ<'py>(
-        &self,
-        py: Python<'py>,
-        base: &Bound<'py, PyDict>,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        let head = &self.head;
+    fn wsgi_environ<'py>(&self, base: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyDict>> {
         let env = base.copy()?;
-        put(
-            &env,
-            intern!(py, "REQUEST_METHOD"),
-            &method_str(py, head.method())?,
-        )?;
-
-        let mut path = head.path();
-        if let Some(script) = base.get_item(intern!(py, "SCRIPT_NAME"))? {
-            if let Ok(script) = script.cast::<PyString>() {
-                let script = latin1_bytes(script, "SCRIPT_NAME")?;
-                let script = script.strip_suffix(b"/").unwrap_or(&script);
-                // Only at a segment boundary: "/app" mounts "/app/x", not "/apple".
-                if !script.is_empty()
-                    && path.starts_with(script)
-                    && matches!(path.get(script.len()), None | Some(b'/'))
-                {
-                    path = &path[script.len()..];
-                }
-            }
-        }
-        put(&env, intern!(py, "PATH_INFO"), &latin1(py, path)?)?;
-        put(
-            &env,
-            intern!(py, "QUERY_STRING"),
-            &latin1(py, head.query())?,
-        )?;
-        let raw_uri = latin1(py, head.target())?;
-        put(&env, intern!(py, "RAW_URI"), &raw_uri)?;
-        put(&env, intern!(py, "REQUEST_URI"), &raw_uri)?;
-        let protocol = match head.version {
-            Version::Http11 => intern!(py, "HTTP/1.1"),
-            Version::Http10 => intern!(py, "HTTP/1.0"),
-        };
-        put(&env, intern!(py, "SERVER_PROTOCOL"), protocol)?;
-
-        let n = head.field_count();
-        for i in 0..n {
-            let (name, value) = head.field(i);
-            match name {
-                b"content-type" => {
-                    put(&env, intern!(py, "CONTENT_TYPE"), &latin1(py, value)?)?;
-                    continue;
-                }
-                b"content-length" => {
-                    put(&env, intern!(py, "CONTENT_LENGTH"), &latin1(py, value)?)?;
-                    continue;
-                }
-                _ => {}
-            }
-            // A repeated field was joined when its first line came by.
-            if (0..i).any(|j| head.field(j).0 == name) {
-                continue;
-            }
-            let Some(key) = http_key(py, name) else {
-                continue;
-            };
-            let repeats = (i + 1..n).filter(|&j| head.field(j).0 == name);
-            let mut joined: Option<Vec<u8>> = None;
-            for j in repeats {
-                let buf = joined.get_or_insert_with(|| value.to_vec());
-                buf.push(b',');
-                buf.extend_from_slice(head.field(j).1);
-            }
-            let value = latin1(py, joined.as_deref().unwrap_or(value))?;
-            put(&env, &key, &value)?;
-        }
-        if head.host_from_target() {
-            if let Some(host) = head.host() {
-                put(&env, intern!(py, "HTTP_HOST"), &latin1(py, host)?)?;
-            }
-        }
+        environ::fill(&env, &self.head)?;
         Ok(env)
     }
 

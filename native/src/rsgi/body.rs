@@ -159,6 +159,11 @@ pub fn bad_request(text: &'static str) -> Reply {
     refusal(StatusCode::BAD_REQUEST, text)
 }
 
+/// A body that stopped coming for longer than `body_timeout` (the WSGI engine).
+pub fn body_timed_out() -> Reply {
+    refusal(StatusCode::REQUEST_TIMEOUT, "Request body timed out")
+}
+
 pub fn server_error() -> Reply {
     refusal(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error")
 }

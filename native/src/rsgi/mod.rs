@@ -10,8 +10,8 @@
 //! need no GIL either.
 
 mod awaitable;
-mod body;
-mod bridge;
+pub(crate) mod body;
+pub(crate) mod bridge;
 mod errors;
 mod forwarded;
 mod headers;

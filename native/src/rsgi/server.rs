@@ -40,7 +40,10 @@ impl LoopCtx {
 #[pyclass(module = "supervise._native", frozen)]
 pub struct RsgiServer {
     ctx: Arc<LoopCtx>,
-    handler: Py<PyAny>,
+    /// The RSGI handler; None when the server runs a WSGI app (`wsgi`).
+    handler: Option<Py<PyAny>>,
+    /// Set for WSGI: how long the app has held the threads that call it.
+    app_clock: Option<Arc<crate::wsgi::AppClock>>,
     create_task: Py<PyAny>,
     server: Mutex<Option<Server>>,
     /// Set when `forwarded_allow_ips` trusts some peer.
@@ -53,10 +56,12 @@ fn seconds(s: f64) -> Option<Duration> {
 
 #[pymethods]
 impl RsgiServer {
-    /// `handler(scope, protocol)` returns the coroutine to run for a request;
-    /// `fds` are (fd, is_unix) of the listening sockets.
+    /// `handler(scope, protocol)` returns the coroutine to run for a request
+    /// (RSGI); with `wsgi` instead, the WSGI app is called on the runtime
+    /// threads themselves (`native/src/wsgi`). `fds` are (fd, is_unix) of
+    /// the listening sockets.
     #[new]
-    #[pyo3(signature = (*, handler, event_loop, fds, threads = 1, mode = "st", header_timeout = 10.0,
+    #[pyo3(signature = (*, handler = None, event_loop, fds, threads = 1, mode = "st", header_timeout = 10.0,
         keepalive = 2.0, limit_request_line = 4094, limit_request_fields = 100,
         limit_request_field_size = 8190, limit_request_body = 0, date_header = true,
         server_header = None, http = "auto", http2_max_concurrent_streams = 200,
@@ -65,11 +70,11 @@ impl RsgiServer {
         http2_max_send_buffer_size = 409600, http2_keep_alive_interval = 0.0,
         http2_keep_alive_timeout = 20.0, tls = None, ws = true, ws_max_size = 16777216,
         ws_ping_interval = 20.0, ws_ping_timeout = 20.0, proxy = None,
-        proxy_allow = None))]
+        proxy_allow = None, wsgi = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        handler: Py<PyAny>,
+        handler: Option<Py<PyAny>>,
         event_loop: &Bound<'_, PyAny>,
         fds: Vec<(i32, bool)>,
         threads: usize,
@@ -98,7 +103,11 @@ impl RsgiServer {
         ws_ping_timeout: f64,
         proxy: Option<(Vec<String>, Py<PyAny>)>,
         proxy_allow: Option<Vec<String>>,
+        wsgi: Option<PyRef<'_, crate::wsgi::WsgiApp>>,
     ) -> PyResult<Self> {
+        if handler.is_none() == wsgi.is_none() {
+            return Err(PyValueError::new_err("give either handler (RSGI) or wsgi"));
+        }
         let forwarded = proxy
             .map(|(names, resolve)| Forwarded::new(names, resolve))
             .transpose()?;
@@ -163,8 +172,17 @@ impl RsgiServer {
             }),
         };
         let bridge = Arc::new(Bridge::new().map_err(|e| PyOSError::new_err(e.to_string()))?);
+        let app_clock = wsgi
+            .as_ref()
+            .map(|_| Arc::new(crate::wsgi::AppClock::new(threads)));
+        let dispatch: Box<dyn crate::server::Dispatch> = match (&wsgi, &app_clock) {
+            (Some(app), Some(clock)) => {
+                Box::new(crate::wsgi::WsgiDispatch::new(py, app, clock.clone()))
+            }
+            _ => Box::new(BridgeDispatch(bridge.clone())),
+        };
         let server = py
-            .detach(|| Server::start(config, fds, Box::new(BridgeDispatch(bridge.clone()))))
+            .detach(|| Server::start(config, fds, dispatch))
             .map_err(|e| PyOSError::new_err(format!("cannot start the native server: {e}")))?;
         Ok(RsgiServer {
             ctx: Arc::new(LoopCtx {
@@ -172,6 +190,7 @@ impl RsgiServer {
                 create_future: event_loop.getattr("create_future")?.unbind(),
             }),
             handler,
+            app_clock,
             create_task: event_loop.getattr("create_task")?.unbind(),
             server: Mutex::new(Some(server)),
             forwarded,
@@ -223,6 +242,13 @@ impl RsgiServer {
             .is_none_or(|s| s.drained())
     }
 
+    /// WSGI: seconds for which every thread that calls the app has been in
+    /// one call (0 while one is free, and always for RSGI, whose app runs on
+    /// the loop and stops the loop's tick by itself).
+    fn stuck_for(&self) -> f64 {
+        self.app_clock.as_ref().map_or(0.0, |c| c.stuck_for())
+    }
+
     fn in_flight(&self) -> usize {
         self.with_server(|s| s.in_flight())
     }
@@ -242,6 +268,12 @@ impl RsgiServer {
 }
 
 impl RsgiServer {
+    fn handler(&self) -> PyResult<&Py<PyAny>> {
+        self.handler
+            .as_ref()
+            .ok_or_else(|| PyValueError::new_err("no RSGI handler"))
+    }
+
     /// `f` on the running server; the default once it is closed.
     fn with_server<T: Default>(&self, f: impl FnOnce(&Server) -> T) -> T {
         self.server
@@ -291,7 +323,7 @@ impl RsgiServer {
         let result = (|| -> PyResult<()> {
             let scope = Py::new(py, Scope::new(head, conn, proxied))?;
             let proto = Py::new(py, proto)?;
-            let coro = self.handler.call1(py, (scope, proto))?;
+            let coro = self.handler()?.call1(py, (scope, proto))?;
             self.create_task.call1(py, (coro,))?;
             Ok(())
         })();
@@ -318,7 +350,7 @@ impl RsgiServer {
         };
         let result = (|| -> PyResult<()> {
             let scope = Py::new(py, Scope::websocket(head, conn, proxied))?;
-            let coro = self.handler.call1(py, (scope, proto.clone_ref(py)))?;
+            let coro = self.handler()?.call1(py, (scope, proto.clone_ref(py)))?;
             self.create_task.call1(py, (coro,))?;
             Ok(())
         })();

@@ -123,12 +123,19 @@ impl Server {
                     .on_thread_start(sched::prefer_batches)
                     .enable_all()
                     .build()?,
-                RuntimeMode::Mt => tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(threads)
-                    .thread_name("supervise-tokio")
-                    .on_thread_start(sched::prefer_batches)
-                    .enable_all()
-                    .build()?,
+                RuntimeMode::Mt => {
+                    let (started, stopping) = (shared.clone(), shared.clone());
+                    tokio::runtime::Builder::new_multi_thread()
+                        .worker_threads(threads)
+                        .thread_name("supervise-tokio")
+                        .on_thread_start(move || {
+                            sched::prefer_batches();
+                            started.dispatch.thread_started();
+                        })
+                        .on_thread_stop(move || stopping.dispatch.thread_stopping())
+                        .enable_all()
+                        .build()?
+                }
             };
             let shared = shared.clone();
             let fds = fds.clone();
@@ -141,6 +148,11 @@ impl Server {
                     // The current-thread runtime runs here (on_thread_start
                     // covers only the threads tokio starts itself).
                     sched::prefer_batches();
+                    let st = matches!(shared.config.mode, RuntimeMode::St);
+                    if st {
+                        shared.dispatch.thread_started();
+                    }
+                    let dispatch = shared.clone();
                     rt.block_on(async {
                         let started: io::Result<()> = fds
                             .iter()
@@ -153,6 +165,9 @@ impl Server {
                     });
                     // Whatever still runs (apps past the graceful timeout) is cut off.
                     rt.shutdown_timeout(Duration::from_millis(100));
+                    if st {
+                        dispatch.dispatch.thread_stopping();
+                    }
                 })?;
             handles.push(handle);
         }

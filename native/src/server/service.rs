@@ -9,10 +9,12 @@ use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, SERVER};
 use hyper::upgrade::OnUpgrade;
 use hyper::{HeaderMap, Method, Request, Response, StatusCode, Version};
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncSeekExt, AsyncWriteExt, SeekFrom};
+use std::io::SeekFrom;
+
+use tokio::io::AsyncWriteExt;
 use tokio::sync::oneshot;
 
-use super::body::{file_buffer, ExchangeGuard, Framing, ResponseBody};
+use super::body::{ExchangeGuard, Framing, ResponseBody};
 use super::exchange::{ConnInfo, Exchange, Reply, ReplySlot, Tracker};
 use super::runtime::Shared;
 use super::strict;
@@ -26,7 +28,20 @@ pub async fn handle(
     let index = conn.saw_request();
     let h1 = req.version() < Version::HTTP_2;
     let connect = req.method() == Method::CONNECT;
-    let response = answer(req, shared, conn.clone(), h1).await;
+    // Taken for every request, answered by the app or not, so the next
+    // request gets its own.
+    let h1_head = if h1 && conn.keep_heads {
+        conn.take_head()
+    } else {
+        None
+    };
+    let mut response = answer(req, shared, conn.clone(), h1, h1_head).await;
+    if connect && response.status().is_success() {
+        // A 2xx to CONNECT carries no content (RFC 9110 9.3.6): what follows
+        // it is the tunnel. hyper refuses a body there, and cuts the connection.
+        response.headers_mut().remove(hyper::header::CONTENT_LENGTH);
+        response = response.map(ResponseBody::without_content);
+    }
     if h1 {
         // What hyper will do with the bytes after this request (strict_io.rs
         // holds them back after a request that asked to upgrade).
@@ -43,6 +58,7 @@ async fn answer(
     shared: Arc<Shared>,
     conn: Arc<ConnInfo>,
     h1: bool,
+    h1_head: Option<crate::h1::RequestHead>,
 ) -> Response<ResponseBody> {
     let (mut head, body) = req.into_parts();
     let websocket = shared.config.ws.is_some() && websocket::is_upgrade(&head);
@@ -66,6 +82,7 @@ async fn answer(
     let guard = ExchangeGuard::new(tracker.clone(), shared.counters.clone(), conn.clone());
     shared.dispatch.dispatch(Exchange {
         head,
+        h1_head,
         body,
         conn,
         reply: ReplySlot::new(tx),
@@ -129,16 +146,37 @@ async fn respond(
             status,
             headers,
             chunks,
-        } => (status, headers, Framing::Stream { chunks, tracker }),
+        } => (
+            status,
+            headers,
+            Framing::Stream {
+                chunks,
+                tracker,
+                flushed: false,
+            },
+        ),
         Reply::File {
             status,
             headers,
             path,
             range,
-        } => match open_file(&path, range).await {
+        } => match open_file(&path, range) {
             Ok(framing) => (status, headers, framing),
             Err(_) => return plain(StatusCode::NOT_FOUND, "Not Found", false),
         },
+        Reply::Opened {
+            status,
+            headers,
+            file,
+            len,
+        } => (
+            status,
+            headers,
+            Framing::File {
+                file,
+                remaining: len,
+            },
+        ),
     };
     let mut response = Response::new(ResponseBody::new(framing, Some(guard)));
     *response.status_mut() = status;
@@ -146,9 +184,11 @@ async fn respond(
     response
 }
 
-async fn open_file(path: &std::path::Path, range: Option<(u64, u64)>) -> std::io::Result<Framing> {
-    let mut file = tokio::fs::File::open(path).await?;
-    let meta = file.metadata().await?;
+/// Opened on the runtime thread, as the body is read (body.rs says why).
+fn open_file(path: &std::path::Path, range: Option<(u64, u64)>) -> std::io::Result<Framing> {
+    use std::io::Seek;
+    let mut file = std::fs::File::open(path)?;
+    let meta = file.metadata()?;
     if !meta.is_file() {
         // A directory opens on Linux and fails only when read, after the head.
         return Err(std::io::ErrorKind::NotFound.into());
@@ -159,13 +199,11 @@ async fn open_file(path: &std::path::Path, range: Option<(u64, u64)>) -> std::io
         None => (0, size),
     };
     if start > 0 {
-        file.seek(SeekFrom::Start(start)).await?;
+        file.seek(SeekFrom::Start(start))?;
     }
-    let remaining = end.saturating_sub(start);
     Ok(Framing::File {
         file,
-        remaining,
-        buf: file_buffer(remaining),
+        remaining: end.saturating_sub(start),
     })
 }
 

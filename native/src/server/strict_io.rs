@@ -132,7 +132,11 @@ impl<T> StrictIo<T> {
                         self.heads += 1;
                         self.head_deadline = None;
                         self.asked_upgrade = asks_upgrade(&head);
-                        match body_framing(&head) {
+                        let framing = body_framing(&head);
+                        if self.conn.keep_heads {
+                            self.conn.push_head(head);
+                        }
+                        match framing {
                             Some(body) => self.framing = body,
                             None => self.body_done(),
                         }

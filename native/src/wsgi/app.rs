@@ -1,0 +1,53 @@
+//! `WsgiApp`: what the worker gives the engine for WSGI (the app and the
+//! Python parts of serving it that stay in Python: logging, hooks, proxy
+//! headers, the access log).
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+#[pyclass(module = "supervise._native", frozen)]
+pub struct WsgiApp {
+    pub app: Py<PyAny>,
+    /// The keys every request shares (wsgi.*, SERVER_SOFTWARE, SCRIPT_NAME,
+    /// SERVER_NAME/PORT for unix sockets); copied per request.
+    pub base: Py<PyDict>,
+    /// `wsgi.file_wrapper`'s class: its regular files are sent from Rust.
+    pub file_wrapper: Py<PyAny>,
+    /// `on_error(environ, exc, what)`: logs an app failure with its request line.
+    pub on_error: Py<PyAny>,
+    /// `finished(environ, status, headers, sent, seconds)` after each
+    /// response, when something wants it (access log, metrics, post_request).
+    pub finished: Option<Py<PyAny>>,
+    /// `proxy(environ)`: the proxy-header rules of the other workers, called
+    /// for every request when `forwarded_allow_ips` trusts some peer; raises
+    /// ValueError for contradictory headers (400).
+    pub proxy: Option<Py<PyAny>>,
+    /// `--body-timeout`: the longest wait for more of a request body (0: none).
+    pub body_timeout: f64,
+}
+
+#[pymethods]
+impl WsgiApp {
+    #[new]
+    #[pyo3(signature = (*, app, base, file_wrapper, on_error, finished = None, proxy = None,
+        body_timeout = 0.0))]
+    fn new(
+        app: Py<PyAny>,
+        base: Py<PyDict>,
+        file_wrapper: Py<PyAny>,
+        on_error: Py<PyAny>,
+        finished: Option<Py<PyAny>>,
+        proxy: Option<Py<PyAny>>,
+        body_timeout: f64,
+    ) -> Self {
+        WsgiApp {
+            body_timeout,
+            app,
+            base,
+            file_wrapper,
+            on_error,
+            finished,
+            proxy,
+        }
+    }
+}

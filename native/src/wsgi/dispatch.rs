@@ -1,0 +1,408 @@
+//! One WSGI request on the engine: the body read whole (a task on the
+//! connection's runtime, only when there is one), then, on that same thread,
+//! the GIL, the environ, the app call, and the response handed to hyper.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hyper::http::request::Parts;
+use hyper::StatusCode;
+use pyo3::exceptions::PyValueError;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString};
+
+use super::app::WsgiApp;
+use super::clock::AppClock;
+use super::head::HyperHead;
+use super::input::WsgiInput;
+use super::start::{as_bytes, StartResponse};
+use super::stream::{self, Pump};
+use crate::h1::RequestHead;
+use crate::py::environ::{self, put};
+use crate::rsgi::body::{bad_request, body_timed_out, server_error, BodyStream};
+use crate::rsgi::bridge::Outcome;
+use crate::server::{ConnInfo, Dispatch, Exchange, Reply, ReplySlot, Tracker, WsAnswer};
+
+pub struct WsgiDispatch(Arc<Engine>);
+
+pub(super) struct Engine {
+    pub app: Py<PyAny>,
+    base: Py<PyDict>,
+    file_wrapper: Py<PyAny>,
+    on_error: Py<PyAny>,
+    pub finished: Option<Py<PyAny>>,
+    proxy: Option<Py<PyAny>>,
+    body_timeout: Option<Duration>,
+    pub clock: Arc<AppClock>,
+}
+
+/// One request's own state while the app runs and its body streams.
+pub(super) struct Call {
+    pub environ: Py<PyDict>,
+    pub start: Py<StartResponse>,
+    pub started: Option<Instant>,
+}
+
+impl WsgiDispatch {
+    pub fn new(py: Python<'_>, app: &WsgiApp, clock: Arc<AppClock>) -> Self {
+        WsgiDispatch(Arc::new(Engine {
+            app: app.app.clone_ref(py),
+            base: app.base.clone_ref(py),
+            file_wrapper: app.file_wrapper.clone_ref(py),
+            on_error: app.on_error.clone_ref(py),
+            finished: app.finished.as_ref().map(|f| f.clone_ref(py)),
+            proxy: app.proxy.as_ref().map(|f| f.clone_ref(py)),
+            body_timeout: (app.body_timeout > 0.0)
+                .then(|| Duration::from_secs_f64(app.body_timeout)),
+            clock,
+        }))
+    }
+}
+
+impl Dispatch for WsgiDispatch {
+    fn dispatch(&self, ex: Exchange) {
+        let Exchange {
+            head,
+            h1_head,
+            body,
+            conn,
+            reply,
+            tracker,
+            limit_body,
+            ..
+        } = ex;
+        let engine = self.0.clone();
+        if hyper::body::Body::is_end_stream(&body) {
+            engine.serve(&head, h1_head, &conn, Bytes::new(), &reply, tracker);
+            return;
+        }
+        tokio::spawn(async move {
+            // A body over the limit, or a malformed one, was answered by the
+            // reader (413, 400); a client that left needs no answer.
+            let reader = BodyStream::new(body, limit_body, reply.clone(), conn.clone());
+            if let Some(data) = read_body(&reader, engine.body_timeout, &reply).await {
+                engine.serve(&head, h1_head, &conn, data, &reply, tracker);
+            }
+        });
+    }
+
+    /// Keeps a Python thread state for the thread's whole life: without it
+    /// every GIL hold of a non-Python thread creates and destroys one (and
+    /// its frame stack: an mmap and an munmap per request).
+    fn wants_heads(&self) -> bool {
+        true
+    }
+
+    fn thread_started(&self) {
+        // SAFETY: Python is initialised (the worker runs it); Ensure takes the
+        // GIL and makes the thread state, SaveThread gives the GIL back and
+        // leaves the state's count at 1, so later holds reuse it.
+        unsafe {
+            pyo3::ffi::PyGILState_Ensure();
+            pyo3::ffi::PyEval_SaveThread();
+        }
+    }
+
+    fn thread_stopping(&self) {
+        // SAFETY: undoes thread_started on the same thread: one more Ensure
+        // (GIL held, count 2), then both releases; the last one (count 0)
+        // deletes the thread state and lets the GIL go.
+        unsafe {
+            if pyo3::ffi::Py_IsInitialized() == 0 {
+                return;
+            }
+            let state = pyo3::ffi::PyGILState_Ensure();
+            pyo3::ffi::PyGILState_Release(pyo3::ffi::PyGILState_STATE::PyGILState_LOCKED);
+            pyo3::ffi::PyGILState_Release(state);
+        }
+    }
+
+    fn dispatch_ws(&self, ex: crate::server::WsExchange) {
+        // Not reached: the engine serves WSGI with WebSockets off, so an
+        // upgrade request is a plain request for the app.
+        let _ = ex
+            .answer
+            .send(WsAnswer::Refuse(StatusCode::NOT_IMPLEMENTED));
+    }
+}
+
+impl Engine {
+    fn serve(
+        self: &Arc<Self>,
+        head: &Parts,
+        h1_head: Option<RequestHead>,
+        conn: &ConnInfo,
+        body: Bytes,
+        reply: &ReplySlot,
+        tracker: Arc<Tracker>,
+    ) {
+        let _busy = self.clock.enter();
+        let answer = Python::attach(|py| self.answer(py, head, h1_head, conn, body, tracker));
+        reply.send(answer);
+    }
+
+    fn answer(
+        self: &Arc<Self>,
+        py: Python<'_>,
+        head: &Parts,
+        h1_head: Option<RequestHead>,
+        conn: &ConnInfo,
+        body: Bytes,
+        tracker: Arc<Tracker>,
+    ) -> Reply {
+        let started = self.finished.as_ref().map(|_| Instant::now());
+        let environ = match self.environ(py, head, h1_head, conn, body) {
+            Ok(env) => env,
+            Err(err) => {
+                err.print(py);
+                return server_error();
+            }
+        };
+        if let Some(proxy) = &self.proxy {
+            if let Err(err) = proxy.call1(py, (&environ,)) {
+                if err.is_instance_of::<PyValueError>(py) {
+                    return bad_request("Contradictory scheme headers");
+                }
+                self.report(py, &environ, err, "proxy headers");
+                return server_error();
+            }
+        }
+        let call = match Py::new(py, StartResponse::default()) {
+            Ok(start) => Call {
+                environ: environ.unbind(),
+                start,
+                started,
+            },
+            Err(err) => {
+                err.print(py);
+                return server_error();
+            }
+        };
+        let answered = self
+            .app
+            .call1(py, (call.environ.clone_ref(py), call.start.clone_ref(py)))
+            .and_then(|result| self.respond(py, &call, result.bind(py), tracker.clone()));
+        match answered {
+            Ok(reply) => reply,
+            Err(err) => self.failed(py, &call, err, &tracker),
+        }
+    }
+
+    /// The app raised: a 500 while its head is not out, else the head and
+    /// what it wrote, then the connection cut (the client must not take a
+    /// truncated body for a whole one).
+    fn failed(&self, py: Python<'_>, call: &Call, err: PyErr, tracker: &Tracker) -> Reply {
+        let mut start = call.start.borrow_mut(py);
+        let status = start.status_code().filter(|_| start.committed);
+        let Some(status) = status else {
+            drop(start);
+            self.report(py, call.environ.bind(py), err, "");
+            self.done(py, call, 500, 0);
+            return server_error();
+        };
+        let written = std::mem::take(&mut start.written);
+        let headers = std::mem::take(&mut start.headers);
+        drop(start);
+        self.report(py, call.environ.bind(py), err, "response cut off");
+        let (tx, rx) = tokio::sync::mpsc::channel(written.len().max(1));
+        let mut sent = 0;
+        for block in written {
+            sent += block.len() as u64;
+            let _ = tx.try_send(block);
+        }
+        tracker.abort();
+        self.done(py, call, status.as_u16(), sent);
+        Reply::Stream {
+            status,
+            headers,
+            chunks: rx,
+        }
+    }
+
+    fn environ<'py>(
+        &self,
+        py: Python<'py>,
+        head: &Parts,
+        h1_head: Option<RequestHead>,
+        conn: &ConnInfo,
+        body: Bytes,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let env = self.base.bind(py).copy()?;
+        // HTTP/1.1: the head `h1` parsed on the raw bytes, as the Python
+        // workers fill it; HTTP/2: hyper's.
+        match &h1_head {
+            Some(h1) => environ::fill(&env, h1)?,
+            None => environ::fill(&env, &HyperHead::new(head))?,
+        }
+        if conn.scheme == "https" {
+            put(&env, intern!(py, "wsgi.url_scheme"), intern!(py, "https"))?;
+        }
+        match split_addr(&conn.client) {
+            Some((addr, port)) => {
+                put(&env, intern!(py, "REMOTE_ADDR"), &PyString::new(py, addr))?;
+                put(&env, intern!(py, "REMOTE_PORT"), &PyString::new(py, port))?;
+                if let Some((addr, port)) = split_addr(&conn.server) {
+                    put(&env, intern!(py, "SERVER_NAME"), &PyString::new(py, addr))?;
+                    put(&env, intern!(py, "SERVER_PORT"), &PyString::new(py, port))?;
+                }
+            }
+            // A unix socket: the peer has no name; the server's is the base's.
+            None => put(&env, intern!(py, "REMOTE_ADDR"), intern!(py, ""))?,
+        }
+        env.set_item(intern!(py, "wsgi.input"), WsgiInput::new(body))?;
+        Ok(env)
+    }
+
+    /// The app's result turned into a reply: a list whole, a file_wrapper
+    /// over a regular file from Rust, anything else iterated up to its first
+    /// block and then streamed (`stream.rs`).
+    fn respond(
+        self: &Arc<Self>,
+        py: Python<'_>,
+        call: &Call,
+        result: &Bound<'_, PyAny>,
+        tracker: Arc<Tracker>,
+    ) -> PyResult<Reply> {
+        if let Ok(list) = result.cast_exact::<PyList>() {
+            let mut blocks = Vec::with_capacity(list.len());
+            for item in list.iter() {
+                blocks.push(as_bytes(&item)?);
+            }
+            return self.whole(py, call, blocks);
+        }
+        if result.is_instance(self.file_wrapper.bind(py))? {
+            if let Some(reply) = stream::file(py, self, call, result)? {
+                close(py, result);
+                return Ok(reply);
+            }
+        }
+        let iter = match result.try_iter() {
+            Ok(iter) => iter,
+            Err(err) => {
+                close(py, result);
+                return Err(err);
+            }
+        };
+        let mut pump = Pump::new(iter.unbind(), result.clone().unbind());
+        let first = match pump.step(py, call) {
+            Ok(first) => first,
+            Err(err) => {
+                pump.close(py);
+                return Err(err);
+            }
+        };
+        match first {
+            None => {
+                // Iterated to its end already: a whole body after all.
+                pump.close(py);
+                self.whole(py, call, Vec::new())
+            }
+            Some(first) => stream::start(py, self.clone(), call, pump, first, tracker),
+        }
+    }
+
+    /// A body known in full: Content-Length, one write.
+    fn whole(&self, py: Python<'_>, call: &Call, blocks: Vec<Bytes>) -> PyResult<Reply> {
+        let mut start = call.start.borrow_mut(py);
+        let Some(status) = start.status_code() else {
+            return Err(no_start_response());
+        };
+        start.committed = true;
+        let mut written = std::mem::take(&mut start.written);
+        written.extend(blocks);
+        let mut body = stream::join(written);
+        if let Some(n) = start.length {
+            // Never more than the app announced; less makes hyper close.
+            body.truncate(n as usize);
+        }
+        let headers = std::mem::take(&mut start.headers);
+        let sent = body.len();
+        drop(start);
+        self.done(py, call, status.as_u16(), sent as u64);
+        Ok(Reply::Full {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    /// Logs an app failure with its request line (Python's logger, traceback).
+    pub fn report(&self, py: Python<'_>, environ: &Bound<'_, PyDict>, err: PyErr, what: &str) {
+        if let Err(e) = self.on_error.call1(py, (environ, err.into_value(py), what)) {
+            e.print(py);
+        }
+    }
+
+    /// The access log, metrics and post_request, when something wants them.
+    pub fn done(&self, py: Python<'_>, call: &Call, status: u16, sent: u64) {
+        let (Some(finished), Some(started)) = (&self.finished, call.started) else {
+            return;
+        };
+        let start = call.start.borrow(py);
+        let headers = start.app_headers.as_ref().map(|h| h.clone_ref(py));
+        drop(start);
+        let args = (
+            call.environ.clone_ref(py),
+            status,
+            headers,
+            sent,
+            started.elapsed().as_secs_f64(),
+        );
+        if let Err(e) = finished.call1(py, args) {
+            e.print(py);
+        }
+    }
+}
+
+/// The whole body, each wait for more bounded by `idle` (408 past it). None
+/// when there is nothing to serve: the reader answered (413, 400), or the
+/// client left.
+async fn read_body(
+    reader: &BodyStream,
+    idle: Option<Duration>,
+    reply: &ReplySlot,
+) -> Option<Bytes> {
+    let mut blocks = Vec::new();
+    loop {
+        let next = reader.next();
+        let outcome = match idle {
+            None => next.await,
+            Some(idle) => match tokio::time::timeout(idle, next).await {
+                Ok(outcome) => outcome,
+                Err(_) => {
+                    reply.send(body_timed_out());
+                    return None;
+                }
+            },
+        };
+        match outcome {
+            Outcome::Bytes(block) => blocks.push(block),
+            Outcome::End => return Some(stream::join(blocks)),
+            _ => return None,
+        }
+    }
+}
+
+pub(super) fn no_start_response() -> PyErr {
+    pyo3::exceptions::PyAssertionError::new_err("the application did not call start_response()")
+}
+
+/// PEP 3333: the iterable's close() is called once the server is done with it.
+pub(super) fn close(py: Python<'_>, result: &Bound<'_, PyAny>) {
+    if result.is_exact_instance_of::<PyList>() {
+        return;
+    }
+    if let Ok(close) = result.getattr(intern!(py, "close")) {
+        if let Err(e) = close.call0() {
+            e.print(py);
+        }
+    }
+}
+
+/// "addr:port" (or "[v6]:port") into its parts; None for "" (a unix socket).
+fn split_addr(addr: &str) -> Option<(&str, &str)> {
+    let (host, port) = addr.rsplit_once(':')?;
+    Some((host.trim_start_matches('[').trim_end_matches(']'), port))
+}

@@ -1,0 +1,91 @@
+//! hyper's request head seen as `py::environ` reads heads: the same keys for
+//! a request whichever server parsed it. HTTP/1.1 heads were checked by `h1`
+//! on the raw bytes before hyper saw them (server/strict_io.rs); HTTP/2 ones
+//! by h2 and `strict::check_h2`.
+
+use std::borrow::Cow;
+
+use hyper::http::request::Parts;
+use hyper::Version;
+
+use crate::h1::target::percent_decode;
+use crate::py::environ::HeadView;
+
+pub struct HyperHead<'a> {
+    parts: &'a Parts,
+    target: Cow<'a, str>,
+    path: Cow<'a, [u8]>,
+    fields: Vec<(&'a [u8], &'a [u8])>,
+    host: Option<&'a [u8]>,
+}
+
+impl<'a> HyperHead<'a> {
+    pub fn new(parts: &'a Parts) -> Self {
+        let uri = &parts.uri;
+        let h2 = parts.version == Version::HTTP_2;
+        let connect = parts.method == hyper::Method::CONNECT;
+        // HTTP/1.1: an absolute-form target is kept whole (RAW_URI) and its
+        // authority wins over Host (RFC 9112 3.2.2); HTTP/2: :authority
+        // stands for Host when the client sent none (RFC 9113 8.3.1).
+        let absolute = !h2 && uri.scheme().is_some();
+        let target: Cow<'a, str> = if connect && !h2 {
+            uri.authority()
+                .map_or(Cow::Borrowed(""), |a| Cow::Borrowed(a.as_str()))
+        } else if absolute {
+            Cow::Owned(uri.to_string())
+        } else {
+            Cow::Borrowed(uri.path_and_query().map_or("/", |pq| pq.as_str()))
+        };
+        let raw_path = if connect { "" } else { uri.path() };
+        let fields: Vec<_> = parts
+            .headers
+            .iter()
+            .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()))
+            .collect();
+        let authority = uri.authority().map(|a| a.as_str().as_bytes());
+        let wins = if h2 {
+            !parts.headers.contains_key(hyper::header::HOST)
+        } else {
+            absolute || connect
+        };
+        let host = authority.filter(|_| wins);
+        HyperHead {
+            parts,
+            target,
+            path: percent_decode(raw_path.as_bytes()),
+            fields,
+            host,
+        }
+    }
+}
+
+impl HeadView for HyperHead<'_> {
+    fn method(&self) -> &[u8] {
+        self.parts.method.as_str().as_bytes()
+    }
+    fn target(&self) -> &[u8] {
+        self.target.as_bytes()
+    }
+    fn path(&self) -> &[u8] {
+        &self.path
+    }
+    fn query(&self) -> &[u8] {
+        self.parts.uri.query().unwrap_or("").as_bytes()
+    }
+    fn protocol(&self) -> &'static str {
+        match self.parts.version {
+            Version::HTTP_10 => "HTTP/1.0",
+            Version::HTTP_2 => "HTTP/2",
+            _ => "HTTP/1.1",
+        }
+    }
+    fn field_count(&self) -> usize {
+        self.fields.len()
+    }
+    fn field(&self, i: usize) -> (&[u8], &[u8]) {
+        self.fields[i]
+    }
+    fn host_override(&self) -> Option<&[u8]> {
+        self.host
+    }
+}

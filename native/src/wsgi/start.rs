@@ -1,0 +1,174 @@
+//! `start_response` and the `write()` it returns. The fields are checked as
+//! the Python workers check them (`h1::check_field`) and turned into hyper's
+//! header map at once; the framing (Content-Length or chunked, keep-alive)
+//! is hyper's, from what the app said and the body it returned.
+
+use bytes::Bytes;
+use hyper::header::{HeaderName, HeaderValue};
+use hyper::{HeaderMap, StatusCode};
+use pyo3::exceptions::{PyAssertionError, PyTypeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyString, PyTuple};
+
+use crate::h1::{check_field, parse_status, AppField};
+use crate::py::text::latin1_bytes;
+
+#[pyclass(module = "supervise._native")]
+#[derive(Default)]
+pub struct StartResponse {
+    /// The status line as the app gave it (the access log prints it).
+    pub status: Option<Py<PyString>>,
+    pub code: u16,
+    pub headers: HeaderMap,
+    /// The app's own list, for the access log's `{name}o` atoms.
+    pub app_headers: Option<Py<PyAny>>,
+    /// The app's Content-Length: never more body than that is sent.
+    pub length: Option<u64>,
+    /// Blocks passed to `write()`, sent before what the iterable yields.
+    pub written: Vec<Bytes>,
+    /// The head left for the client: exc_info can no longer replace it.
+    pub committed: bool,
+}
+
+impl StartResponse {
+    pub fn status_code(&self) -> Option<StatusCode> {
+        self.status.as_ref()?;
+        StatusCode::from_u16(self.code).ok()
+    }
+}
+
+/// A body block as PEP 3333 allows it: bytes (bytearray and memoryview are
+/// accepted too, as by the Python workers).
+pub fn as_bytes(data: &Bound<'_, PyAny>) -> PyResult<Bytes> {
+    if let Ok(b) = data.cast::<PyBytes>() {
+        return Ok(Bytes::copy_from_slice(b.as_bytes()));
+    }
+    if let Ok(b) = data.cast::<PyByteArray>() {
+        return Ok(Bytes::from(b.to_vec()));
+    }
+    if data.is_instance_of::<pyo3::types::PyMemoryView>() {
+        let b = data.call_method0(intern!(data.py(), "tobytes"))?;
+        return as_bytes(&b);
+    }
+    Err(PyTypeError::new_err(format!(
+        "a WSGI application must send bytes, not {}",
+        data.get_type().name()?
+    )))
+}
+
+fn header_map(headers: &Bound<'_, PyAny>, code: u16) -> PyResult<(HeaderMap, Option<u64>)> {
+    let mut map = HeaderMap::new();
+    let mut length = None;
+    for item in headers.try_iter()? {
+        let item = item?;
+        let pair = item
+            .cast::<PyTuple>()
+            .map_err(|_| PyTypeError::new_err("headers must be (name, value) tuples"))?;
+        if pair.len() != 2 {
+            return Err(PyValueError::new_err(
+                "headers must be (name, value) tuples",
+            ));
+        }
+        let (name, value) = (pair.get_borrowed_item(0)?, pair.get_borrowed_item(1)?);
+        let (Ok(name), Ok(value)) = (name.cast::<PyString>(), value.cast::<PyString>()) else {
+            return Err(PyTypeError::new_err("header names and values must be str"));
+        };
+        let name = latin1_bytes(&name, "header name")?;
+        let value = latin1_bytes(&value, "header value")?;
+        let invalid =
+            |e: &str| PyValueError::new_err(format!("{e}: {:?}", String::from_utf8_lossy(&name)));
+        match check_field(&name, &value).map_err(invalid)? {
+            AppField::ContentLength(n) => {
+                match length {
+                    Some(prev) if prev != n => {
+                        return Err(invalid("conflicting Content-Length headers"))
+                    }
+                    Some(_) => continue,
+                    None => length = Some(n),
+                }
+                if (100..200).contains(&code) || code == 204 {
+                    continue; // RFC 9110 8.6: never on 1xx/204.
+                }
+            }
+            // hyper frames the message and keeps the connection or not.
+            AppField::HopByHop => continue,
+            AppField::Connection { close } => {
+                if close {
+                    map.append(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+                }
+                continue;
+            }
+            AppField::Date | AppField::Server | AppField::Other => {}
+        }
+        let name = HeaderName::from_bytes(&name).map_err(|_| invalid("invalid header name"))?;
+        let value = HeaderValue::from_bytes(&value).map_err(|_| invalid("invalid header value"))?;
+        map.append(name, value);
+    }
+    Ok((map, length))
+}
+
+#[pymethods]
+impl StartResponse {
+    #[pyo3(signature = (status, headers, exc_info = None))]
+    fn __call__<'py>(
+        slf: &Bound<'py, Self>,
+        status: &Bound<'py, PyAny>,
+        headers: &Bound<'py, PyAny>,
+        exc_info: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        {
+            let this = slf.borrow();
+            match exc_info.filter(|e| !e.is_none()) {
+                Some(info) if this.committed => {
+                    // Too late to replace the response: PEP 3333 says re-raise.
+                    return Err(PyErr::from_value(info.get_item(1)?));
+                }
+                Some(_) => {}
+                None if this.status.is_some() => {
+                    return Err(PyAssertionError::new_err(
+                        "start_response() called again without exc_info",
+                    ))
+                }
+                None => {}
+            }
+        }
+        let Ok(status) = status.cast::<PyString>() else {
+            return Err(PyTypeError::new_err(format!(
+                "status must be a str such as '200 OK', not {}",
+                status.repr()?
+            )));
+        };
+        let line = latin1_bytes(status, "status")?;
+        let (code, _reason) = parse_status(&line).map_err(|e| {
+            PyValueError::new_err(format!("{e}: {:?}", String::from_utf8_lossy(&line)))
+        })?;
+        let (map, length) = header_map(headers, code)?;
+        let mut this = slf.borrow_mut();
+        this.status = Some(status.clone().unbind());
+        this.code = code;
+        this.headers = map;
+        this.length = length;
+        this.app_headers = Some(headers.clone().unbind());
+        drop(this);
+        slf.getattr(intern!(py, "write"))
+    }
+
+    /// The `write()` callable of PEP 3333. The data waits for the app to
+    /// return (one write to the socket), but for the app the head is out:
+    /// exc_info can no longer replace it.
+    fn write(&mut self, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        if self.status.is_none() {
+            return Err(PyAssertionError::new_err(
+                "write() called before start_response()",
+            ));
+        }
+        let data = as_bytes(data)?;
+        if !data.is_empty() {
+            self.written.push(data);
+            self.committed = true;
+        }
+        Ok(())
+    }
+}
