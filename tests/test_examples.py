@@ -20,9 +20,10 @@ def test_hello_example(start_server):
     assert headers["content-type"] == "text/plain; charset=utf-8"
 
 
-def test_flask_app(start_server):
+@pytest.mark.parametrize("worker", ["sync", "native"])
+def test_flask_app(start_server, worker):
     pytest.importorskip("flask")
-    server = start_server("app:app", "-w", "2", cwd=EXAMPLES / "flask_app")
+    server = start_server("app:app", "-w", "2", "-k", worker, cwd=EXAMPLES / "flask_app")
     assert server.get("/")[2] == b"Hello from Flask"
 
     status, _, body = server.get("/hello/ada")
@@ -56,8 +57,12 @@ def test_flask_app(start_server):
 
 @pytest.mark.parametrize(
     "args",
-    [["mysite.wsgi:application"], ["-k", "asgi", "mysite.asgi:application"]],
-    ids=["wsgi", "asgi"],
+    [
+        ["mysite.wsgi:application"],
+        ["-k", "native", "mysite.wsgi:application"],
+        ["-k", "asgi", "mysite.asgi:application"],
+    ],
+    ids=["wsgi", "native", "asgi"],
 )
 def test_django_project(start_server, tmp_path, args):
     pytest.importorskip("django")

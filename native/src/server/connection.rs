@@ -155,6 +155,12 @@ pub async fn serve<T>(
     };
     if h2 {
         conn.set_h2();
+    } else if shared.dispatch.serves_h1() {
+        // The WSGI engine's own HTTP/1.1 (wsgi/h1.rs): `h1` once, no hyper.
+        let io: super::exchange::BoxIo = Box::pin(Prefixed::new(prefix, stream));
+        let served = shared.dispatch.serve_h1(io, conn, shared.clone(), stop);
+        served.await;
+        return;
     }
     // HTTP/1.1 bytes reach hyper only once `h1` has checked them (strict_io.rs).
     let io = TokioIo::new(StrictIo::new(

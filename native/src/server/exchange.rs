@@ -28,10 +28,6 @@ pub struct ConnInfo {
     body_refused: AtomicBool,
     /// Whether the request that asked to upgrade was (strict_io.rs waits on it).
     pub(crate) upgrade: super::upgrade_gate::UpgradeGate,
-    /// Set when the dispatcher wants the `h1` heads strict_io.rs parsed
-    /// (`Dispatch::wants_heads`): they wait here, in request order.
-    pub(crate) keep_heads: bool,
-    heads: Mutex<std::collections::VecDeque<crate::h1::RequestHead>>,
 }
 
 impl ConnInfo {
@@ -46,25 +42,7 @@ impl ConnInfo {
             h2: AtomicBool::new(false),
             body_refused: AtomicBool::new(false),
             upgrade: Default::default(),
-            keep_heads: false,
-            heads: Default::default(),
         }
-    }
-
-    pub(crate) fn push_head(&self, head: crate::h1::RequestHead) {
-        self.heads
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push_back(head);
-    }
-
-    /// The `h1` head of the HTTP/1.1 request hyper hands over now: heads are
-    /// parsed, and requests handed over, in the order they came.
-    pub(crate) fn take_head(&self) -> Option<crate::h1::RequestHead> {
-        self.heads
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop_front()
     }
 
     /// Every request passes here first; its number on the connection, from 1.
@@ -103,8 +81,6 @@ impl ConnInfo {
 /// answer goes, and the runtime that owns the connection (body reads run there).
 pub struct Exchange {
     pub head: hyper::http::request::Parts,
-    /// HTTP/1.1, when the dispatcher wants it: the head as `h1` parsed it.
-    pub h1_head: Option<crate::h1::RequestHead>,
     pub body: Incoming,
     pub conn: Arc<ConnInfo>,
     pub reply: ReplySlot,
@@ -116,17 +92,33 @@ pub struct Exchange {
 pub trait Dispatch: Send + Sync {
     fn dispatch(&self, exchange: Exchange);
     fn dispatch_ws(&self, exchange: super::websocket::WsExchange);
-    /// Whether HTTP/1.1 exchanges come with the head `h1` parsed on the raw
-    /// bytes (`ConnInfo::take_head`): the exact request-target, which hyper's
-    /// `Uri` does not keep (a fragment, for one).
-    fn wants_heads(&self) -> bool {
+    /// Whether this dispatcher drives HTTP/1.1 connections itself
+    /// (`serve_h1`) instead of answering hyper's exchanges.
+    fn serves_h1(&self) -> bool {
         false
+    }
+    /// One HTTP/1.1 connection, to its end (when `serves_h1`).
+    fn serve_h1(
+        &self,
+        io: BoxIo,
+        conn: Arc<ConnInfo>,
+        shared: Arc<super::runtime::Shared>,
+        stop: tokio::sync::watch::Receiver<bool>,
+    ) -> Served {
+        drop((io, conn, shared, stop));
+        Box::pin(async {})
     }
     /// On each runtime thread, before it serves and when it ends (the WSGI
     /// engine keeps the thread's Python state in between).
     fn thread_started(&self) {}
     fn thread_stopping(&self) {}
 }
+
+/// A connection's byte stream, whatever lies under it (TCP, unix, TLS).
+pub type BoxIo = std::pin::Pin<Box<dyn ReadWrite>>;
+pub trait ReadWrite: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send> ReadWrite for T {}
+pub type Served = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// The answer to one request.
 pub enum Reply {

@@ -141,7 +141,6 @@ async fn run<T>(
 ) where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    info.keep_heads = shared.dispatch.wants_heads();
     // Always wrapped, so that one instance of the server's code serves both
     // settings; with nothing to hand back a read costs one length check.
     let mut rest = bytes::Bytes::new();

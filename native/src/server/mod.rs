@@ -27,8 +27,8 @@ mod ws_session;
 
 pub use body::ResponseBody;
 pub use config::{Http2Config, HttpMode, RuntimeMode, ServerConfig};
-pub use exchange::{ConnInfo, Dispatch, Exchange, Reply, ReplySlot, Tracker};
-pub use runtime::Server;
+pub use exchange::{BoxIo, ConnInfo, Dispatch, Exchange, Reply, ReplySlot, Served, Tracker};
+pub use runtime::{Server, Shared};
 pub use tls::{load as load_tls, ClientAuth, TlsFiles};
 pub use websocket::{WsAccept, WsAnswer, WsConfig, WsExchange};
 pub use ws_session::{WsIn, WsInbox};

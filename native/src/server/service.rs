@@ -28,14 +28,7 @@ pub async fn handle(
     let index = conn.saw_request();
     let h1 = req.version() < Version::HTTP_2;
     let connect = req.method() == Method::CONNECT;
-    // Taken for every request, answered by the app or not, so the next
-    // request gets its own.
-    let h1_head = if h1 && conn.keep_heads {
-        conn.take_head()
-    } else {
-        None
-    };
-    let mut response = answer(req, shared, conn.clone(), h1, h1_head).await;
+    let mut response = answer(req, shared, conn.clone(), h1).await;
     if connect && response.status().is_success() {
         // A 2xx to CONNECT carries no content (RFC 9110 9.3.6): what follows
         // it is the tunnel. hyper refuses a body there, and cuts the connection.
@@ -58,7 +51,6 @@ async fn answer(
     shared: Arc<Shared>,
     conn: Arc<ConnInfo>,
     h1: bool,
-    h1_head: Option<crate::h1::RequestHead>,
 ) -> Response<ResponseBody> {
     let (mut head, body) = req.into_parts();
     let websocket = shared.config.ws.is_some() && websocket::is_upgrade(&head);
@@ -82,7 +74,6 @@ async fn answer(
     let guard = ExchangeGuard::new(tracker.clone(), shared.counters.clone(), conn.clone());
     shared.dispatch.dispatch(Exchange {
         head,
-        h1_head,
         body,
         conn,
         reply: ReplySlot::new(tx),

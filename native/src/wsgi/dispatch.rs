@@ -1,6 +1,8 @@
-//! One WSGI request on the engine: the body read whole (a task on the
-//! connection's runtime, only when there is one), then, on that same thread,
-//! the GIL, the environ, the app call, and the response handed to hyper.
+//! One WSGI request on the engine: the environ, the app call and what the
+//! app returned (`Produced`), on the runtime thread that read the request.
+//! HTTP/1.1 connections are driven by `h1.rs` (h1's parser and head builder,
+//! as the Python workers frame responses); HTTP/2 ones by hyper, through
+//! `Dispatch::dispatch` here (the body read whole by a task first).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,12 +20,14 @@ use super::clock::AppClock;
 use super::head::HyperHead;
 use super::input::WsgiInput;
 use super::start::{as_bytes, StartResponse};
-use super::stream::{self, Pump};
-use crate::h1::RequestHead;
-use crate::py::environ::{self, put};
+use super::stream;
+use super::stream::Pump;
+use crate::py::environ::{self, put, HeadView};
 use crate::rsgi::body::{bad_request, body_timed_out, server_error, BodyStream};
 use crate::rsgi::bridge::Outcome;
-use crate::server::{ConnInfo, Dispatch, Exchange, Reply, ReplySlot, Tracker, WsAnswer};
+use crate::server::{
+    BoxIo, ConnInfo, Dispatch, Exchange, Reply, ReplySlot, Served, Shared, Tracker, WsAnswer,
+};
 
 pub struct WsgiDispatch(Arc<Engine>);
 
@@ -65,7 +69,6 @@ impl Dispatch for WsgiDispatch {
     fn dispatch(&self, ex: Exchange) {
         let Exchange {
             head,
-            h1_head,
             body,
             conn,
             reply,
@@ -75,7 +78,7 @@ impl Dispatch for WsgiDispatch {
         } = ex;
         let engine = self.0.clone();
         if hyper::body::Body::is_end_stream(&body) {
-            engine.serve(&head, h1_head, &conn, Bytes::new(), &reply, tracker);
+            engine.serve(&head, &conn, Bytes::new(), &reply, tracker);
             return;
         }
         tokio::spawn(async move {
@@ -83,7 +86,7 @@ impl Dispatch for WsgiDispatch {
             // reader (413, 400); a client that left needs no answer.
             let reader = BodyStream::new(body, limit_body, reply.clone(), conn.clone());
             if let Some(data) = read_body(&reader, engine.body_timeout, &reply).await {
-                engine.serve(&head, h1_head, &conn, data, &reply, tracker);
+                engine.serve(&head, &conn, data, &reply, tracker);
             }
         });
     }
@@ -91,8 +94,18 @@ impl Dispatch for WsgiDispatch {
     /// Keeps a Python thread state for the thread's whole life: without it
     /// every GIL hold of a non-Python thread creates and destroys one (and
     /// its frame stack: an mmap and an munmap per request).
-    fn wants_heads(&self) -> bool {
+    fn serves_h1(&self) -> bool {
         true
+    }
+
+    fn serve_h1(
+        &self,
+        io: BoxIo,
+        conn: Arc<ConnInfo>,
+        shared: Arc<Shared>,
+        stop: tokio::sync::watch::Receiver<bool>,
+    ) -> Served {
+        Box::pin(super::h1::serve(self.0.clone(), io, conn, shared, stop))
     }
 
     fn thread_started(&self) {
@@ -128,45 +141,66 @@ impl Dispatch for WsgiDispatch {
     }
 }
 
+/// What the app's answer became, status and fields staying in `StartResponse`.
+pub(super) enum Produced {
+    /// The whole body (a list, or an iterable that ended at once).
+    Whole(Bytes),
+    /// An iterable with more to come: its first block, and the rest.
+    Stream(Pump, Bytes),
+    /// A file_wrapper over a regular file: `len` bytes from its position.
+    File(std::fs::File, u64),
+    /// Failed before the head was out: a 500 (logged already).
+    Error,
+    /// Failed after it: what the app wrote goes out, then the cut (logged).
+    Cut(Vec<Bytes>),
+    /// The proxy headers contradict each other: 400.
+    BadProxy,
+}
+
 impl Engine {
+    /// HTTP/2 (hyper): the request as hyper parsed it.
     fn serve(
         self: &Arc<Self>,
         head: &Parts,
-        h1_head: Option<RequestHead>,
         conn: &ConnInfo,
         body: Bytes,
         reply: &ReplySlot,
         tracker: Arc<Tracker>,
     ) {
         let _busy = self.clock.enter();
-        let answer = Python::attach(|py| self.answer(py, head, h1_head, conn, body, tracker));
+        let answer = Python::attach(|py| {
+            let environ = self.environ(py, &HyperHead::new(head), conn, body);
+            let (call, produced) = self.run(py, environ);
+            self.reply(py, call, produced, tracker)
+        });
         reply.send(answer);
     }
 
-    fn answer(
+    pub(super) fn body_timeout(&self) -> Option<Duration> {
+        self.body_timeout
+    }
+
+    /// The app called for one request's environ (built by the caller).
+    pub(super) fn run(
         self: &Arc<Self>,
         py: Python<'_>,
-        head: &Parts,
-        h1_head: Option<RequestHead>,
-        conn: &ConnInfo,
-        body: Bytes,
-        tracker: Arc<Tracker>,
-    ) -> Reply {
+        environ: PyResult<Bound<'_, PyDict>>,
+    ) -> (Option<Call>, Produced) {
         let started = self.finished.as_ref().map(|_| Instant::now());
-        let environ = match self.environ(py, head, h1_head, conn, body) {
+        let environ = match environ {
             Ok(env) => env,
             Err(err) => {
                 err.print(py);
-                return server_error();
+                return (None, Produced::Error);
             }
         };
         if let Some(proxy) = &self.proxy {
             if let Err(err) = proxy.call1(py, (&environ,)) {
                 if err.is_instance_of::<PyValueError>(py) {
-                    return bad_request("Contradictory scheme headers");
+                    return (None, Produced::BadProxy);
                 }
                 self.report(py, &environ, err, "proxy headers");
-                return server_error();
+                return (None, Produced::Error);
             }
         }
         let call = match Py::new(py, StartResponse::default()) {
@@ -177,65 +211,47 @@ impl Engine {
             },
             Err(err) => {
                 err.print(py);
-                return server_error();
+                return (None, Produced::Error);
             }
         };
-        let answered = self
+        let produced = self
             .app
             .call1(py, (call.environ.clone_ref(py), call.start.clone_ref(py)))
-            .and_then(|result| self.respond(py, &call, result.bind(py), tracker.clone()));
-        match answered {
-            Ok(reply) => reply,
-            Err(err) => self.failed(py, &call, err, &tracker),
-        }
+            .and_then(|result| self.respond(py, &call, result.bind(py)));
+        let produced = match produced {
+            Ok(produced) => produced,
+            Err(err) => self.failed(py, &call, err),
+        };
+        (Some(call), produced)
     }
 
-    /// The app raised: a 500 while its head is not out, else the head and
-    /// what it wrote, then the connection cut (the client must not take a
-    /// truncated body for a whole one).
-    fn failed(&self, py: Python<'_>, call: &Call, err: PyErr, tracker: &Tracker) -> Reply {
+    /// The app raised: a 500 while its head is not out, else what it wrote
+    /// and then the cut (the client must not take a truncated body for a
+    /// whole one). Logged with the request line.
+    fn failed(&self, py: Python<'_>, call: &Call, err: PyErr) -> Produced {
         let mut start = call.start.borrow_mut(py);
-        let status = start.status_code().filter(|_| start.committed);
-        let Some(status) = status else {
+        if start.status_code().is_none() || !start.committed {
             drop(start);
             self.report(py, call.environ.bind(py), err, "");
-            self.done(py, call, 500, 0);
-            return server_error();
-        };
+            return Produced::Error;
+        }
         let written = std::mem::take(&mut start.written);
-        let headers = std::mem::take(&mut start.headers);
         drop(start);
         self.report(py, call.environ.bind(py), err, "response cut off");
-        let (tx, rx) = tokio::sync::mpsc::channel(written.len().max(1));
-        let mut sent = 0;
-        for block in written {
-            sent += block.len() as u64;
-            let _ = tx.try_send(block);
-        }
-        tracker.abort();
-        self.done(py, call, status.as_u16(), sent);
-        Reply::Stream {
-            status,
-            headers,
-            chunks: rx,
-        }
+        Produced::Cut(written)
     }
 
-    fn environ<'py>(
+    /// The environ for one request: the base, the head's keys (one builder
+    /// for every server), the connection's addresses, the body.
+    pub(super) fn environ<'py>(
         &self,
         py: Python<'py>,
-        head: &Parts,
-        h1_head: Option<RequestHead>,
+        head: &impl HeadView,
         conn: &ConnInfo,
         body: Bytes,
     ) -> PyResult<Bound<'py, PyDict>> {
         let env = self.base.bind(py).copy()?;
-        // HTTP/1.1: the head `h1` parsed on the raw bytes, as the Python
-        // workers fill it; HTTP/2: hyper's.
-        match &h1_head {
-            Some(h1) => environ::fill(&env, h1)?,
-            None => environ::fill(&env, &HyperHead::new(head))?,
-        }
+        environ::fill(&env, head)?;
         if conn.scheme == "https" {
             put(&env, intern!(py, "wsgi.url_scheme"), intern!(py, "https"))?;
         }
@@ -255,16 +271,15 @@ impl Engine {
         Ok(env)
     }
 
-    /// The app's result turned into a reply: a list whole, a file_wrapper
-    /// over a regular file from Rust, anything else iterated up to its first
-    /// block and then streamed (`stream.rs`).
+    /// The app's result: a list whole, a file_wrapper over a regular file
+    /// from Rust, anything else iterated up to its first block (the caller
+    /// streams the rest).
     fn respond(
-        self: &Arc<Self>,
+        &self,
         py: Python<'_>,
         call: &Call,
         result: &Bound<'_, PyAny>,
-        tracker: Arc<Tracker>,
-    ) -> PyResult<Reply> {
+    ) -> PyResult<Produced> {
         if let Ok(list) = result.cast_exact::<PyList>() {
             let mut blocks = Vec::with_capacity(list.len());
             for item in list.iter() {
@@ -273,9 +288,9 @@ impl Engine {
             return self.whole(py, call, blocks);
         }
         if result.is_instance(self.file_wrapper.bind(py))? {
-            if let Some(reply) = stream::file(py, self, call, result)? {
+            if let Some((file, len)) = stream::file(py, call, result)? {
                 close(py, result);
-                return Ok(reply);
+                return Ok(Produced::File(file, len));
             }
         }
         let iter = match result.try_iter() {
@@ -286,46 +301,118 @@ impl Engine {
             }
         };
         let mut pump = Pump::new(iter.unbind(), result.clone().unbind());
-        let first = match pump.step(py, call) {
-            Ok(first) => first,
-            Err(err) => {
-                pump.close(py);
-                return Err(err);
-            }
-        };
-        match first {
-            None => {
+        match pump.step(py, call) {
+            Ok(None) => {
                 // Iterated to its end already: a whole body after all.
                 pump.close(py);
                 self.whole(py, call, Vec::new())
             }
-            Some(first) => stream::start(py, self.clone(), call, pump, first, tracker),
+            Ok(Some(first)) => {
+                let mut start = call.start.borrow_mut(py);
+                if start.status_code().is_none() {
+                    drop(start);
+                    pump.close(py);
+                    return Err(no_start_response());
+                }
+                start.committed = true;
+                Ok(Produced::Stream(pump, first))
+            }
+            Err(err) => {
+                pump.close(py);
+                Err(err)
+            }
         }
     }
 
-    /// A body known in full: Content-Length, one write.
-    fn whole(&self, py: Python<'_>, call: &Call, blocks: Vec<Bytes>) -> PyResult<Reply> {
+    /// A body known in full, never more than the app's Content-Length.
+    fn whole(&self, py: Python<'_>, call: &Call, blocks: Vec<Bytes>) -> PyResult<Produced> {
         let mut start = call.start.borrow_mut(py);
-        let Some(status) = start.status_code() else {
+        if start.status_code().is_none() {
             return Err(no_start_response());
-        };
+        }
         start.committed = true;
         let mut written = std::mem::take(&mut start.written);
         written.extend(blocks);
         let mut body = stream::join(written);
         if let Some(n) = start.length {
-            // Never more than the app announced; less makes hyper close.
             body.truncate(n as usize);
         }
-        let headers = std::mem::take(&mut start.headers);
-        let sent = body.len();
+        Ok(Produced::Whole(body))
+    }
+
+    /// hyper's reply for what the app produced (HTTP/2).
+    fn reply(
+        self: &Arc<Self>,
+        py: Python<'_>,
+        call: Option<Call>,
+        produced: Produced,
+        tracker: Arc<Tracker>,
+    ) -> Reply {
+        let Some(call) = call else {
+            return match produced {
+                Produced::BadProxy => bad_request("Contradictory scheme headers"),
+                _ => server_error(),
+            };
+        };
+        let start = call.start.borrow(py);
+        let status = start
+            .status_code()
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let headers = match start.header_map() {
+            Ok(headers) => headers,
+            Err(err) => {
+                drop(start);
+                self.report(py, call.environ.bind(py), err, "");
+                self.done(py, &call, 500, 0);
+                return server_error();
+            }
+        };
         drop(start);
-        self.done(py, call, status.as_u16(), sent as u64);
-        Ok(Reply::Full {
-            status,
-            headers,
-            body,
-        })
+        match produced {
+            Produced::Whole(body) => {
+                self.done(py, &call, status.as_u16(), body.len() as u64);
+                Reply::Full {
+                    status,
+                    headers,
+                    body,
+                }
+            }
+            Produced::File(file, len) => {
+                self.done(py, &call, status.as_u16(), len);
+                Reply::Opened {
+                    status,
+                    headers,
+                    file,
+                    len,
+                }
+            }
+            Produced::Stream(pump, first) => {
+                let chunks = stream::spawn(py, self.clone(), call, pump, first, tracker);
+                Reply::Stream {
+                    status,
+                    headers,
+                    chunks,
+                }
+            }
+            Produced::Cut(written) => {
+                let (tx, rx) = tokio::sync::mpsc::channel(written.len().max(1));
+                let sent = written.iter().map(|b| b.len() as u64).sum();
+                for block in written {
+                    let _ = tx.try_send(block);
+                }
+                tracker.abort();
+                self.done(py, &call, status.as_u16(), sent);
+                Reply::Stream {
+                    status,
+                    headers,
+                    chunks: rx,
+                }
+            }
+            Produced::Error | Produced::BadProxy => {
+                self.done(py, &call, 500, 0);
+                server_error()
+            }
+        }
     }
 
     /// Logs an app failure with its request line (Python's logger, traceback).

@@ -11,6 +11,7 @@
 mod app;
 mod clock;
 mod dispatch;
+mod h1;
 mod head;
 mod input;
 mod start;

@@ -20,7 +20,9 @@ pub struct StartResponse {
     /// The status line as the app gave it (the access log prints it).
     pub status: Option<Py<PyString>>,
     pub code: u16,
-    pub headers: HeaderMap,
+    /// The status line as bytes ("200 OK"), for `h1`'s head builder.
+    pub status_line: Vec<u8>,
+    pub fields: Vec<Field>,
     /// The app's own list, for the access log's `{name}o` atoms.
     pub app_headers: Option<Py<PyAny>>,
     /// The app's Content-Length: never more body than that is sent.
@@ -57,8 +59,12 @@ pub fn as_bytes(data: &Bound<'_, PyAny>) -> PyResult<Bytes> {
     )))
 }
 
-fn header_map(headers: &Bound<'_, PyAny>, code: u16) -> PyResult<(HeaderMap, Option<u64>)> {
-    let mut map = HeaderMap::new();
+/// The app's fields, checked as the Python workers check them (a bad one
+/// raises in start_response, where the app can see it); kept as given, for
+/// whichever writer frames the response: `h1`'s head builder on HTTP/1.1,
+/// hyper's header map on HTTP/2.
+fn checked_fields(headers: &Bound<'_, PyAny>) -> PyResult<(Vec<Field>, Option<u64>)> {
+    let mut fields = Vec::new();
     let mut length = None;
     for item in headers.try_iter()? {
         let item = item?;
@@ -74,38 +80,58 @@ fn header_map(headers: &Bound<'_, PyAny>, code: u16) -> PyResult<(HeaderMap, Opt
         let (Ok(name), Ok(value)) = (name.cast::<PyString>(), value.cast::<PyString>()) else {
             return Err(PyTypeError::new_err("header names and values must be str"));
         };
-        let name = latin1_bytes(&name, "header name")?;
-        let value = latin1_bytes(&value, "header value")?;
+        let name = latin1_bytes(&name, "header name")?.into_owned();
+        let value = latin1_bytes(&value, "header value")?.into_owned();
         let invalid =
             |e: &str| PyValueError::new_err(format!("{e}: {:?}", String::from_utf8_lossy(&name)));
-        match check_field(&name, &value).map_err(invalid)? {
-            AppField::ContentLength(n) => {
-                match length {
-                    Some(prev) if prev != n => {
-                        return Err(invalid("conflicting Content-Length headers"))
-                    }
-                    Some(_) => continue,
-                    None => length = Some(n),
-                }
-                if (100..200).contains(&code) || code == 204 {
-                    continue; // RFC 9110 8.6: never on 1xx/204.
-                }
+        let kind = check_field(&name, &value).map_err(invalid)?;
+        if let AppField::ContentLength(n) = kind {
+            if length.is_some_and(|prev| prev != n) {
+                return Err(invalid("conflicting Content-Length headers"));
             }
-            // hyper frames the message and keeps the connection or not.
-            AppField::HopByHop => continue,
-            AppField::Connection { close } => {
-                if close {
-                    map.append(hyper::header::CONNECTION, HeaderValue::from_static("close"));
-                }
-                continue;
-            }
-            AppField::Date | AppField::Server | AppField::Other => {}
+            length = Some(n);
         }
-        let name = HeaderName::from_bytes(&name).map_err(|_| invalid("invalid header name"))?;
-        let value = HeaderValue::from_bytes(&value).map_err(|_| invalid("invalid header value"))?;
-        map.append(name, value);
+        fields.push((name, value, kind));
     }
-    Ok((map, length))
+    Ok((fields, length))
+}
+
+/// One field as the app gave it, and what it means to the server.
+pub type Field = (Vec<u8>, Vec<u8>, AppField);
+
+impl StartResponse {
+    /// The fields in hyper's map: framing and connection fields are hyper's
+    /// own, except that `Connection: close` from the app is honoured.
+    pub fn header_map(&self) -> PyResult<HeaderMap> {
+        let mut map = HeaderMap::new();
+        let mut seen_length = false;
+        for (name, value, kind) in &self.fields {
+            match kind {
+                AppField::ContentLength(_) => {
+                    if seen_length || (100..200).contains(&self.code) || self.code == 204 {
+                        continue; // once; never on 1xx/204 (RFC 9110 8.6)
+                    }
+                    seen_length = true;
+                }
+                AppField::HopByHop => continue,
+                AppField::Connection { close } => {
+                    if *close {
+                        map.append(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+                    }
+                    continue;
+                }
+                AppField::Date | AppField::Server | AppField::Other => {}
+            }
+            let invalid = |e: &str| {
+                PyValueError::new_err(format!("{e}: {:?}", String::from_utf8_lossy(name)))
+            };
+            let name = HeaderName::from_bytes(name).map_err(|_| invalid("invalid header name"))?;
+            let value =
+                HeaderValue::from_bytes(value).map_err(|_| invalid("invalid header value"))?;
+            map.append(name, value);
+        }
+        Ok(map)
+    }
 }
 
 #[pymethods]
@@ -141,14 +167,15 @@ impl StartResponse {
             )));
         };
         let line = latin1_bytes(status, "status")?;
-        let (code, _reason) = parse_status(&line).map_err(|e| {
+        let (code, _) = parse_status(&line).map_err(|e| {
             PyValueError::new_err(format!("{e}: {:?}", String::from_utf8_lossy(&line)))
         })?;
-        let (map, length) = header_map(headers, code)?;
+        let (fields, length) = checked_fields(headers)?;
         let mut this = slf.borrow_mut();
         this.status = Some(status.clone().unbind());
         this.code = code;
-        this.headers = map;
+        this.status_line = line.into_owned();
+        this.fields = fields;
         this.length = length;
         this.app_headers = Some(headers.clone().unbind());
         drop(this);

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 
 use super::dispatch::{close, no_start_response, Call, Engine};
 use super::start::as_bytes;
-use crate::server::{Reply, Tracker};
+use crate::server::Tracker;
 
 /// Blocks queued ahead of the client.
 const AHEAD: usize = 4;
@@ -72,7 +72,7 @@ pub(super) fn join(mut blocks: Vec<Bytes>) -> Bytes {
 }
 
 /// At most what is `left` of an announced Content-Length.
-fn capped(mut block: Bytes, left: &mut Option<u64>) -> Bytes {
+pub(super) fn capped(mut block: Bytes, left: &mut Option<u64>) -> Bytes {
     if let Some(n) = left {
         block.truncate((*n).min(block.len() as u64) as usize);
         *n -= block.len() as u64;
@@ -80,34 +80,24 @@ fn capped(mut block: Bytes, left: &mut Option<u64>) -> Bytes {
     block
 }
 
-/// The reply for a body streamed from an iterator whose first block is out.
-pub(super) fn start(
+/// hyper's body for an iterable whose first block is out: a task on the
+/// runtime iterates the rest into a small channel.
+pub(super) fn spawn(
     py: Python<'_>,
     engine: Arc<Engine>,
-    call: &Call,
+    call: Call,
     mut pump: Pump,
     first: Bytes,
     tracker: Arc<Tracker>,
-) -> PyResult<Reply> {
-    let mut start = call.start.borrow_mut(py);
-    let Some(status) = start.status_code() else {
-        drop(start);
-        pump.close(py);
-        return Err(no_start_response());
-    };
-    start.committed = true;
-    let headers = std::mem::take(&mut start.headers);
+) -> mpsc::Receiver<Bytes> {
+    let start = call.start.borrow(py);
+    let status = start.code;
     let mut left = start.length;
     drop(start);
     let (tx, rx) = mpsc::channel(AHEAD);
     let first = capped(first, &mut left);
     let mut sent = first.len() as u64;
     let _ = tx.try_send(first);
-    let call = Call {
-        environ: call.environ.clone_ref(py),
-        start: call.start.clone_ref(py),
-        started: call.started,
-    };
     tokio::spawn(async move {
         while left != Some(0) {
             let step = {
@@ -135,26 +125,21 @@ pub(super) fn start(
         }
         Python::attach(|py| {
             pump.close(py);
-            engine.done(py, &call, status.as_u16(), sent);
+            engine.done(py, &call, status, sent);
             drop(pump);
             drop(call);
         });
     });
-    Ok(Reply::Stream {
-        status,
-        headers,
-        chunks: rx,
-    })
+    rx
 }
 
 /// A file_wrapper over a regular file, sent from Rust; None when it is not
 /// one (a pipe, a BytesIO): the caller iterates it instead.
 pub(super) fn file(
     py: Python<'_>,
-    engine: &Engine,
     call: &Call,
     wrapper: &Bound<'_, PyAny>,
-) -> PyResult<Option<Reply>> {
+) -> PyResult<Option<(std::fs::File, u64)>> {
     let filelike = wrapper.getattr(intern!(py, "filelike"))?;
     let Ok(fd) = filelike
         .call_method0(intern!(py, "fileno"))
@@ -178,22 +163,14 @@ pub(super) fn file(
         return Ok(None);
     };
     let mut start = call.start.borrow_mut(py);
-    let Some(status) = start.status_code() else {
+    if start.status_code().is_none() {
         return Err(no_start_response());
-    };
+    }
     let size = meta.len().saturating_sub(offset);
     let len = start.length.map_or(size, |n| n.min(size));
     if file.seek(SeekFrom::Start(offset)).is_err() {
         return Ok(None);
     }
     start.committed = true;
-    let headers = std::mem::take(&mut start.headers);
-    drop(start);
-    engine.done(py, call, status.as_u16(), len);
-    Ok(Some(Reply::Opened {
-        status,
-        headers,
-        file,
-        len,
-    }))
+    Ok(Some((file, len)))
 }
