@@ -239,8 +239,10 @@ class Slot:
         f64[self._dsum] += f64[other._dsum]
 
     # -- worker side (hot path: one store each, never struct.pack_into) -------
-    def heartbeat(self) -> None:
-        self._f64[self._beat] = time.monotonic()
+    def heartbeat(self, behind: float = 0.0) -> None:
+        """Stamp now, or ``behind`` seconds ago (the moment the worker was
+        last seen free, for a worker whose app runs beside its tick)."""
+        self._f64[self._beat] = time.monotonic() - behind
 
     def set_state(self, state: State) -> None:
         self._u32[self._state] = state

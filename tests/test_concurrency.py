@@ -1,4 +1,5 @@
-"""Concurrency for the gthread and gevent workers: long I/O, slow and idle clients.
+"""Concurrency for the gthread and gevent workers (and -k native's threads):
+long I/O, slow and idle clients.
 
 The one bound on elapsed time here is a proof of concurrency, not a speed
 claim: 100 requests that each sleep 0.1 s take 10 s one after another, and
@@ -58,6 +59,7 @@ def concurrent_requests(server, n: int, query: str) -> tuple[float, list[bytes]]
     [
         ("gthread", ("--threads", "25"), 5.0),
         ("gevent", (), 3.0),
+        ("native", ("--threads", "25"), 5.0),
     ],
 )
 def test_long_io_requests_run_concurrently(start_server, worker, args, bound):
@@ -68,12 +70,13 @@ def test_long_io_requests_run_concurrently(start_server, worker, args, bound):
     assert elapsed < bound, f"100 requests sleeping 0.1 s took {elapsed:.1f}s"
 
 
-def test_heartbeat_goes_on_while_every_thread_is_busy(start_server, keepalive_worker):
+@pytest.mark.parametrize("worker", [*KEEPALIVE_WORKERS, "native"])
+def test_heartbeat_goes_on_while_every_thread_is_busy(start_server, worker):
     """Requests keep all the threads (or greenlets) busy longer than the timeout;
     each finishes well within it, so the worker is healthy and stays."""
     server = start_server(
         "-k",
-        keepalive_worker,
+        installed(worker),
         "-w",
         "1",
         "--threads",

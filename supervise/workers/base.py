@@ -352,10 +352,12 @@ class Worker:
             self.exit(1 if self.booted else WORKER_BOOT_ERROR)
 
     # -- used by run() ----------------------------------------------------------
-    def notify(self) -> None:
+    def notify(self, *, busy_for: float = 0.0) -> None:
         """Stamp the heartbeat; once a second publish the response figures and
-        stop serving when the arbiter is gone."""
-        self.slot.heartbeat()
+        stop serving when the arbiter is gone. ``busy_for``: how long the app
+        has held every thread that runs it (the stamp goes back that far, so
+        the arbiter's timeout counts from there)."""
+        self.slot.heartbeat(busy_for)
         now = time.monotonic()
         if now - self._last_ppid_check >= 1.0:
             self._last_ppid_check = now

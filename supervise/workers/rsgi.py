@@ -172,10 +172,10 @@ class RsgiWorker(LoopWorker):
 
     def _tick(self) -> None:
         """Heartbeat, request count, connections; a blocked loop stops it, which is
-        the point, and so does a WSGI app (-k native) holding every thread that
-        calls it for longer than a tick."""
-        if self.server.stuck_for() <= self.tick:
-            self.notify()
+        the point. A WSGI app (-k native) runs beside the loop: the stamp goes
+        back to when one of its threads was last free, so one request running
+        past --timeout gets the worker replaced, as with the sync worker."""
+        self.notify(busy_for=self.server.stuck_for())
         self._count_requests()
         self.set_active(self.server.connections())
         self.set_in_flight(self.server.in_flight())

@@ -1,7 +1,7 @@
 //! How long the app has held each thread that calls it: the worker's tick
-//! stamps the heartbeat only while some thread is free, so an app stuck past
-//! `--timeout` gets its worker killed, as with the sync worker, even though
-//! the tick itself runs on another thread.
+//! dates the heartbeat back to when a thread was last free, so an app stuck
+//! past `--timeout` gets its worker killed, as with the sync worker, even
+//! though the tick itself runs on another thread.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -51,8 +51,8 @@ impl AppClock {
         InApp(slot)
     }
 
-    /// Seconds for which every calling thread has been in one app call; 0
-    /// while any of them is free.
+    /// Seconds since a calling thread was last free (the newest of the
+    /// running calls began then); 0 while any of them is free.
     pub fn stuck_for(&self) -> f64 {
         let now = self.now();
         let mut newest = 0u64;

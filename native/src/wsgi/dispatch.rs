@@ -169,7 +169,9 @@ impl Engine {
     ) {
         let _busy = self.clock.enter();
         let answer = Python::attach(|py| {
-            let environ = self.environ(py, &HyperHead::new(head), conn, body);
+            let environ = self
+                .connection_environ(py, conn)
+                .and_then(|base| self.environ(&base, &HyperHead::new(head), body));
             let (call, produced) = self.run(py, environ);
             self.reply(py, call, produced, tracker)
         });
@@ -243,15 +245,15 @@ impl Engine {
 
     /// The environ for one request: the base, the head's keys (one builder
     /// for every server), the connection's addresses, the body.
-    pub(super) fn environ<'py>(
+    /// The keys every request of a connection shares: the base, the
+    /// scheme, the peer's and the server's addresses (the Python workers'
+    /// middle layer: made once per connection, copied per request).
+    pub(super) fn connection_environ<'py>(
         &self,
         py: Python<'py>,
-        head: &impl HeadView,
         conn: &ConnInfo,
-        body: Bytes,
     ) -> PyResult<Bound<'py, PyDict>> {
         let env = self.base.bind(py).copy()?;
-        environ::fill(&env, head)?;
         if conn.scheme == "https" {
             put(&env, intern!(py, "wsgi.url_scheme"), intern!(py, "https"))?;
         }
@@ -267,6 +269,20 @@ impl Engine {
             // A unix socket: the peer has no name; the server's is the base's.
             None => put(&env, intern!(py, "REMOTE_ADDR"), intern!(py, ""))?,
         }
+        Ok(env)
+    }
+
+    /// One request's environ: a copy of its connection's, the head's keys
+    /// (one builder for every server), the body.
+    pub(super) fn environ<'py>(
+        &self,
+        connection: &Bound<'py, PyDict>,
+        head: &impl HeadView,
+        body: Bytes,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let py = connection.py();
+        let env = connection.copy()?;
+        environ::fill(&env, head)?;
         env.set_item(intern!(py, "wsgi.input"), WsgiInput::new(body))?;
         Ok(env)
     }

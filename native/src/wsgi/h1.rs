@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 use tokio::time::{timeout, Instant};
@@ -50,6 +51,9 @@ enum Stop {
 
 struct Conn {
     io: BoxIo,
+    /// The environ keys of this connection (`Engine::connection_environ`),
+    /// made at its first request.
+    environ: Option<Py<PyDict>>,
     buf: BytesMut,
     /// Set once the client's end was read.
     eof: bool,
@@ -64,6 +68,7 @@ pub(super) async fn serve(
 ) {
     let mut c = Conn {
         io,
+        environ: None,
         buf: BytesMut::with_capacity(READ_SIZE),
         eof: false,
     };
@@ -106,6 +111,9 @@ pub(super) async fn serve(
         }
     };
     c.close(linger).await;
+    if let Some(environ) = c.environ.take() {
+        Python::attach(|_| drop(environ));
+    }
 }
 
 impl Conn {
@@ -314,7 +322,15 @@ async fn answer(
     let (call, produced, framed) = {
         let _busy = engine.clock.enter();
         Python::attach(|py| {
-            let environ = engine.environ(py, &head, conn, body);
+            let environ = match &c.environ {
+                Some(base) => Ok(base.bind(py).clone()),
+                None => engine.connection_environ(py, conn),
+            }
+            .and_then(|base| {
+                let environ = engine.environ(&base, &head, body);
+                c.environ.get_or_insert_with(|| base.unbind());
+                environ
+            });
             let (call, produced) = engine.run(py, environ);
             let keep = keep && !shared.stopping.load(Ordering::Acquire);
             let (known, file) = match &produced {
