@@ -245,7 +245,7 @@ def test_check_config_interface_mismatch_exits_1(tmp_path: Path) -> None:
     result = run("--check-config", "-k", "hello_worker.HelloWorker", "hello:app", cwd=tmp_path)
     assert result.returncode == 1
     assert "is a WSGI application" in result.stderr
-    assert "use -k sync, gthread or gevent" in result.stderr
+    assert "use -k sync, gthread, gevent or native" in result.stderr
 
 
 def test_check_config_uses_the_config_file_app(tmp_path: Path) -> None:
