@@ -6,7 +6,7 @@ mod errors;
 mod proxy;
 mod relay;
 mod request;
-mod response;
+pub(crate) mod response;
 pub(crate) mod text;
 
 use pyo3::prelude::*;

@@ -33,6 +33,16 @@ pub fn response_head<'py>(
     let mut b = ResponseHeadBuilder::new(&status, http11, keep_alive, is_head).map_err(|e| {
         PyValueError::new_err(format!("{e}: {:?}", String::from_utf8_lossy(&status)))
     })?;
+    for_each_wsgi_field(headers, |name, value| add_header(&mut b, name, value))?;
+    Ok(into_python(py, b, body_length))
+}
+
+/// `f(name, value)` for each field of a WSGI header list (`(str, str)`
+/// tuples, latin-1 as PEP 3333 says), for every server that frames one.
+pub fn for_each_wsgi_field(
+    headers: &Bound<'_, PyAny>,
+    mut f: impl FnMut(&[u8], &[u8]) -> PyResult<()>,
+) -> PyResult<()> {
     for item in headers.try_iter()? {
         let item = item?;
         let pair = item
@@ -47,11 +57,12 @@ pub fn response_head<'py>(
         let (Ok(name), Ok(value)) = (name.cast::<PyString>(), value.cast::<PyString>()) else {
             return Err(PyTypeError::new_err("header names and values must be str"));
         };
-        let name_b = latin1_bytes(&name, "header name")?;
-        let value_b = latin1_bytes(&value, "header value")?;
-        add_header(&mut b, &name_b, &value_b)?;
+        f(
+            &latin1_bytes(&name, "header name")?,
+            &latin1_bytes(&value, "header value")?,
+        )?;
     }
-    Ok(into_python(py, b, body_length))
+    Ok(())
 }
 
 /// The same for an ASGI `http.response.start`: an int status and an iterable

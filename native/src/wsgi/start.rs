@@ -9,9 +9,10 @@ use hyper::{HeaderMap, StatusCode};
 use pyo3::exceptions::{PyAssertionError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyString, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyString};
 
 use crate::h1::{check_field, parse_status, AppField};
+use crate::py::response::for_each_wsgi_field;
 use crate::py::text::latin1_bytes;
 
 #[pyclass(module = "supervise._native")]
@@ -66,33 +67,19 @@ pub fn as_bytes(data: &Bound<'_, PyAny>) -> PyResult<Bytes> {
 fn checked_fields(headers: &Bound<'_, PyAny>) -> PyResult<(Vec<Field>, Option<u64>)> {
     let mut fields = Vec::new();
     let mut length = None;
-    for item in headers.try_iter()? {
-        let item = item?;
-        let pair = item
-            .cast::<PyTuple>()
-            .map_err(|_| PyTypeError::new_err("headers must be (name, value) tuples"))?;
-        if pair.len() != 2 {
-            return Err(PyValueError::new_err(
-                "headers must be (name, value) tuples",
-            ));
-        }
-        let (name, value) = (pair.get_borrowed_item(0)?, pair.get_borrowed_item(1)?);
-        let (Ok(name), Ok(value)) = (name.cast::<PyString>(), value.cast::<PyString>()) else {
-            return Err(PyTypeError::new_err("header names and values must be str"));
-        };
-        let name = latin1_bytes(&name, "header name")?.into_owned();
-        let value = latin1_bytes(&value, "header value")?.into_owned();
+    for_each_wsgi_field(headers, |name, value| {
         let invalid =
-            |e: &str| PyValueError::new_err(format!("{e}: {:?}", String::from_utf8_lossy(&name)));
-        let kind = check_field(&name, &value).map_err(invalid)?;
+            |e: &str| PyValueError::new_err(format!("{e}: {:?}", String::from_utf8_lossy(name)));
+        let kind = check_field(name, value).map_err(invalid)?;
         if let AppField::ContentLength(n) = kind {
             if length.is_some_and(|prev| prev != n) {
                 return Err(invalid("conflicting Content-Length headers"));
             }
             length = Some(n);
         }
-        fields.push((name, value, kind));
-    }
+        fields.push((name.to_vec(), value.to_vec(), kind));
+        Ok(())
+    })?;
     Ok((fields, length))
 }
 
