@@ -265,7 +265,8 @@ def _build() -> dict[str, Setting]:
         "leave the connections beyond it in the backlog; asgi closes the connection "
         "nearest its deadline that is not in a request (idle keep-alive, a head still "
         "on its way) to make room, and answers 503 when every connection is in one. "
-        "rsgi has no connection cap (as Granian): --backpressure bounds its requests.",
+        "rsgi and native have no connection cap (as Granian): --limit-concurrency bounds "
+        "their requests.",
     )
     add(
         name="max_requests",

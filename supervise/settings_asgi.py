@@ -48,8 +48,9 @@ def declare(add: Callable[..., None]) -> None:
         validator=int_check(0),
         default=0,
         help="Answer 503 Service Unavailable to requests arriving while this many are "
-        "already in flight in the worker (0: no limit). Open connections are capped "
-        "separately by `worker_connections`.",
+        "already in flight in the worker (0: no limit): asgi, rsgi and native (where a "
+        "WSGI app's HTTP/1.1 requests are bounded by --threads instead). Open "
+        "connections are capped separately by `worker_connections` (asgi).",
     )
     add(
         name="factory",

@@ -45,10 +45,11 @@ def declare(add: Callable[..., None]) -> None:
         name="interface",
         flags=["--interface"],
         metavar="INTERFACE",
-        validator=choice_check("auto", "wsgi", "rsgi"),
+        validator=choice_check("auto", "wsgi", "asgi", "rsgi"),
         default="auto",
         help="The interface `-k native` serves the app with: `auto` (default) tells it "
-        "from the app (`__rsgi__`, or the arguments of its callable), `wsgi`, `rsgi`. "
+        "from the app (`__rsgi__`, or the arguments of its callable), `wsgi`, `asgi`, "
+        "`rsgi`. "
         "Other worker classes serve one interface each and ignore this.",
     )
     add(

@@ -281,15 +281,40 @@ def start_server(tmp_path: Path) -> Iterator[Callable[..., Server]]:
         shutdown(server)
 
 
+class Kind(str):
+    """A ``-k`` value as the tests pass it, with the interface its app speaks:
+    ``-k native`` serves several (it tells which from the app)."""
+
+    interface: str
+
+    def __new__(cls, name: str, interface: str) -> Kind:
+        kind = super().__new__(cls, name)
+        kind.interface = interface
+        return kind
+
+
+def interface_of(worker: str) -> str:
+    """The interface of the app a test runs under ``worker``."""
+    return getattr(worker, "interface", None) or WORKERS[worker].interface
+
+
 def worker_params(interface: str) -> list[Any]:
-    """The registry's worker classes for ``interface`` as test parameters; one
+    """The registry's worker classes for ``interface`` as test parameters (a class
+    serving it besides its default one gets the id ``NAME-INTERFACE``); one
     whose optional dependency is missing is skipped, with the reason."""
     params = []
     for name in names_for(interface):
-        extra = WORKERS[name].extra
-        missing = bool(extra) and not find_spec(extra)
-        reason = f"{extra} is not installed"
-        params.append(pytest.param(name, marks=pytest.mark.skipif(missing, reason=reason)))
+        spec = WORKERS[name]
+        missing = bool(spec.extra) and not find_spec(spec.extra)
+        reason = f"{spec.extra} is not installed"
+        own = spec.interface == interface
+        params.append(
+            pytest.param(
+                Kind(name, interface),
+                id=name if own else f"{name}-{interface}",
+                marks=pytest.mark.skipif(missing, reason=reason),
+            )
+        )
     return params
 
 
@@ -314,7 +339,7 @@ LIFECYCLE_APPS = {"wsgi": "app", "asgi": "asgi_app", "rsgi": "rsgi_app"}
 
 
 def lifecycle_app(worker: str) -> str:
-    return f"lifecycle_app:{LIFECYCLE_APPS[WORKERS[worker].interface]}"
+    return f"lifecycle_app:{LIFECYCLE_APPS[interface_of(worker)]}"
 
 
 @pytest.fixture

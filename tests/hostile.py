@@ -35,11 +35,11 @@ PROBE_BOUND = 5.0
 
 def hostile_app(worker: str) -> str:
     """tests/apps/hostile_app.py's app for a worker class's interface."""
-    from supervise.workers import WORKERS
+    from conftest import interface_of
 
     return (
         "hostile_app:"
-        + {"wsgi": "app", "asgi": "asgi_app", "rsgi": "rsgi_app"}[WORKERS[worker].interface]
+        + {"wsgi": "app", "asgi": "asgi_app", "rsgi": "rsgi_app"}[interface_of(worker)]
     )
 
 

@@ -10,14 +10,12 @@ import sys
 from typing import Any
 
 import httpx
-from conftest import APPS_DIR, children_of
+from conftest import APPS_DIR, children_of, interface_of
 from prometheus_client.parser import text_string_to_metric_families
-
-from supervise.workers import WORKERS
 
 
 def ops_app(worker: str) -> str:
-    attr = {"wsgi": "app", "asgi": "asgi_app", "rsgi": "rsgi_app"}[WORKERS[worker].interface]
+    attr = {"wsgi": "app", "asgi": "asgi_app", "rsgi": "rsgi_app"}[interface_of(worker)]
     return f"ops_app:{attr}"
 
 

@@ -11,10 +11,8 @@ import re
 import socket
 from pathlib import Path
 
-from conftest import wait_until
+from conftest import interface_of, wait_until
 from ops_helpers import ops_app
-
-from supervise.workers import WORKERS
 
 
 def json_lines(path: Path) -> list[dict]:
@@ -69,7 +67,7 @@ def test_json_lines_for_every_worker_class(any_worker, start_server, tmp_path):
     }
     assert isinstance(first["duration"], float) and first["duration"] >= 0
     # The rsgi body goes out in Rust, which does not report its size.
-    assert first["bytes"] == (None if WORKERS[any_worker].interface == "rsgi" else 10)
+    assert first["bytes"] == (None if interface_of(any_worker) == "rsgi" else 10)
     assert second["status"] == 500 and "request_id" not in second
 
     def failure() -> dict | None:

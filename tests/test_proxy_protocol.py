@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import wait_until
+from conftest import interface_of, wait_until
 from test_tls import client_context
 from test_tls import pki as tls_pki  # noqa: F401 - the fixture, as `tls_pki`
 
@@ -108,7 +108,7 @@ def start(start_server, worker: str, marks: Path, *args: str, **options):
     answers a proxied request."""
     server = start_server(
         "-k", worker, "-w", "1", "--proxy-protocol", "--proxy-allow-from", "127.0.0.1",
-        *args, APPS[WORKERS[worker].interface],
+        *args, APPS[interface_of(worker)],
         wait=False, env={"PROXY_MARKS": str(marks)}, **options,
     )  # fmt: skip
 
@@ -295,7 +295,7 @@ def test_header_before_the_tls_handshake(start_server, any_worker, marks, tls_pk
     server = start_server(
         "-k", any_worker, "-w", "1", "--proxy-protocol", "--proxy-allow-from", "127.0.0.1",
         "--certfile", str(pki / "server.pem"), "--keyfile", str(pki / "server.key"),
-        APPS[WORKERS[any_worker].interface], wait=False, env={"PROXY_MARKS": str(marks)},
+        APPS[interface_of(any_worker)], wait=False, env={"PROXY_MARKS": str(marks)},
     )  # fmt: skip
     ctx = client_context(pki)
 

@@ -11,11 +11,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import WSGI_WORKERS, Server, launch, seen_target, shutdown, worker_params
+from conftest import (
+    WSGI_WORKERS,
+    Server,
+    interface_of,
+    launch,
+    seen_target,
+    shutdown,
+    worker_params,
+)
 from test_parser import INVALID_CHUNKED, INVALID_REQUESTS, VALID_REQUESTS, ids
 
 from supervise import _native
-from supervise.workers import WORKERS
 
 # The HTTP workers these tests run against; a new worker class joins the list.
 HTTP_WORKERS = WSGI_WORKERS + worker_params("asgi") + worker_params("rsgi")
@@ -29,12 +36,15 @@ Response = tuple[int, dict[str, str], bytes]
 @contextlib.contextmanager
 def serve_echo(worker: str, log_dir: Path) -> Iterator[Server]:
     """One server for a whole module: starting one per case would dominate the run."""
-    app = f"echo_app:{ECHO_APPS[WORKERS[worker].interface]}"
+    app = f"echo_app:{ECHO_APPS[interface_of(worker)]}"
     server = launch(["-k", worker, app], log_dir / "server.log")
     try:
         server.wait_serving()
         server.boot_workers = server.workers()  # type: ignore[attr-defined]
-        server.interface = WORKERS[worker].interface  # type: ignore[attr-defined]
+        server.interface = interface_of(worker)  # type: ignore[attr-defined]
+        # Whether upgrades go to a WebSocket handshake: not yet for ASGI apps on
+        # the engine, which serves them as plain requests (as with --ws off).
+        server.websockets = server.interface in ("asgi", "rsgi") and worker != "native"  # type: ignore[attr-defined]
         yield server
     finally:
         shutdown(server)
@@ -137,7 +147,7 @@ def test_valid_request_served(echo_server: Server, name: str, raw: bytes, want: 
     body, payload_len = body_for(raw)
     data, closed = exchange(echo_server, raw + body)
     responses = split_responses(data)
-    if name == "expect-and-upgrade" and echo_server.interface in ("asgi", "rsgi"):  # type: ignore[attr-defined]
+    if name == "expect-and-upgrade" and echo_server.websockets:  # type: ignore[attr-defined]
         # A WebSocket handshake without Sec-WebSocket-Key: RFC 6455 4.2.1 says 400.
         assert responses and responses[0][0] == 400, data[:300]
         return

@@ -214,6 +214,7 @@ class WorkerClass:
     module: str  # importable once the worker class exists
     features: frozenset[str]  # what it is documented to speak beyond HTTP/1.1
     extra: tuple[str, ...] = ()
+    worker: str = ""  # the -k value when it is not the row's name (-k native serves several)
 
 
 # Update this table as worker classes land. Features not listed are still probed with one
@@ -237,6 +238,10 @@ SUPERVISE_WORKERS = {
     "native": WorkerClass(
         "wsgi", "supervise.workers.native", frozenset({"h2"}), ("--threads", "1")
     ),
+    # ASGI apps on the same server: the app on the worker's asyncio loop, as with rsgi.
+    "native-asgi": WorkerClass(
+        "asgi", "supervise.workers.native", frozenset({"h2"}), worker="native"
+    ),
 }
 # The settings the loops / runtime-threads tables need; used once `supervise --help`
 # lists them (Granian's names, which the asgi/rsgi workers adopted).
@@ -258,7 +263,7 @@ ACCESS_JSON_SUFFIX = "+access-json"
 
 def _supervise(kind: str, wc: WorkerClass, metrics: bool = False, access: str = "") -> Builder:
     def build(venv: Venv, port: int, opts: Options) -> list[str]:
-        cmd = [venv.bin("supervise"), "-k", kind, "-w", str(opts.workers), *wc.extra]
+        cmd = [venv.bin("supervise"), "-k", wc.worker or kind, "-w", str(opts.workers), *wc.extra]
         if metrics:
             sock = os.path.join(tempfile.gettempdir(), f"supervise-bench-metrics-{port}.sock")
             cmd += [METRICS_FLAG, f"unix:{sock}"]
@@ -320,7 +325,7 @@ def supervise_servers(venv: Venv, log) -> list[Server]:
                 runtime_threads=wc.interface == "rsgi" and RUNTIME_THREADS_FLAG in help_text,
                 runtime_mode=wc.interface == "rsgi" and RUNTIME_MODE_FLAG in help_text,
                 quick=True,
-                note=f"-k {kind} {' '.join(wc.extra)}".strip(),
+                note=f"-k {wc.worker or kind} {' '.join(wc.extra)}".strip(),
             )
         )
         if METRICS_FLAG in help_text:
@@ -333,7 +338,7 @@ def supervise_servers(venv: Venv, log) -> list[Server]:
                     wc.features,
                     probe_features=True,
                     explicit=True,
-                    note=f"-k {kind} {' '.join(wc.extra)} {METRICS_FLAG} unix:...".replace(
+                    note=f"-k {wc.worker or kind} {' '.join(wc.extra)} {METRICS_FLAG} unix:...".replace(
                         "  ", " "
                     ),
                 )
@@ -351,7 +356,7 @@ def supervise_servers(venv: Venv, log) -> list[Server]:
                     wc.features,
                     probe_features=True,
                     explicit=True,
-                    note=f"-k {kind} {' '.join(wc.extra)} {extra}".replace("  ", " "),
+                    note=f"-k {wc.worker or kind} {' '.join(wc.extra)} {extra}".replace("  ", " "),
                 )
             )
     return servers

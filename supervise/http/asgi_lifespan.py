@@ -45,6 +45,11 @@ class Lifespan:
         self._task: asyncio.Task[None] | None = None
         self.message = ""
 
+    @property
+    def task(self) -> asyncio.Task[None] | None:
+        """The app's lifespan call, running until the worker ends."""
+        return self._task
+
     async def startup(self) -> bool:
         """Run the app's startup; False when it failed (the worker must not serve)."""
         if self.mode == "off":

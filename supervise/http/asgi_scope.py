@@ -63,37 +63,27 @@ def _tls_extension(ssl_object: ssl.SSLObject) -> dict[str, Any]:
 _TLS_VERSIONS = {"TLSv1": 0x0301, "TLSv1.1": 0x0302, "TLSv1.2": 0x0303, "TLSv1.3": 0x0304}
 
 
-def _decoded_path(req: Any) -> str:
-    path = req.path  # percent-decoded bytes, one char per byte (latin-1)
-    if path.isascii():
-        return path
-    return path.encode("latin-1").decode("utf-8", "replace")
-
-
 def _scope(ctx: AsgiContext, info: ConnectionInfo, req: Any, kind: str) -> dict[str, Any]:
-    """The keys the http and websocket scopes share."""
+    """The keys the http and websocket scopes share; the request's own
+    (path, raw_path, query_string, headers, ...) come from the native builder
+    the engine uses too (native/src/py/asgi_scope.rs)."""
     root = ctx.root_path
-    path = _decoded_path(req)
-    return {
+    scope = {
         "type": kind,
         "asgi": ctx.asgi,
-        "http_version": req.http_version,
         "server": info.server,
         "client": info.client,
         "root_path": root,
-        "path": root + path if root else path,
-        "raw_path": root.encode() + req.raw_path if root else req.raw_path,
-        "query_string": req.query.encode("latin-1"),
-        "headers": req.headers,
         "state": ctx.lifespan_state.copy(),
     }
+    req.fill_asgi_scope(scope, root, kind == "http")
+    return scope
 
 
 def http_scope(ctx: AsgiContext, info: ConnectionInfo, req: Any) -> dict[str, Any]:
     """The scope of an HTTP request; may raise ContradictoryScheme (proxy headers)."""
     scope = _scope(ctx, info, req, "http")
     scope["scheme"] = info.scheme
-    scope["method"] = req.method
     scope["extensions"] = info.extensions
     if info.trusted:
         _apply_proxy_headers(ctx, scope, req, websocket=False)

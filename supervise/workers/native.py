@@ -1,8 +1,11 @@
-"""-k native: WSGI and RSGI apps on the native server (tokio + hyper).
+"""-k native: WSGI, ASGI and RSGI apps on the native server (tokio + hyper).
 
 The engine is the rsgi worker's server (HTTP/1.1 with the native parser's
 strictness, HTTP/2, TLS, limits, graceful stop); what differs is how the app
-is called. RSGI apps run exactly as under ``-k rsgi``. WSGI apps are called
+is called. RSGI apps run exactly as under ``-k rsgi``. ASGI apps run on the
+worker's asyncio loop as RSGI apps do, with the scope built in Rust and
+``receive``/``send`` native (native/src/asgi); the lifespan startup runs
+before the server starts, its shutdown after the server closed. WSGI apps are called
 by the runtime threads themselves (native/src/wsgi): the thread that read a
 request takes the GIL, builds the environ in Rust and calls the app, so no
 request crosses to another thread. ``--threads`` is the number of those
@@ -18,20 +21,26 @@ replaces a worker whose app is stuck.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from supervise import loading
+from supervise import _native, loading
+from supervise.http import asgi_engine
+from supervise.http.asgi_lifespan import Lifespan
+from supervise.http.proxy import ProxyRules
 from supervise.http.wsgi_engine import wsgi_app
+from supervise.workers.base import APP_LOAD_ERROR
 from supervise.workers.rsgi import RsgiWorker, prefer_batches
 
-# What the engine serves; ASGI is to come (issue 13).
-SERVED = ("wsgi", "rsgi")
+# What the engine serves.
+SERVED = ("wsgi", "asgi", "rsgi")
 
 
 class NativeWorker(RsgiWorker):
-    """WSGI or RSGI apps (``--interface``) on the native server."""
+    """WSGI, ASGI or RSGI apps (``--interface``) on the native server."""
 
     interface = "wsgi"
+    lifespan: Lifespan | None = None
 
     @classmethod
     def interface_for(cls, app: Any, cfg: Any) -> str:
@@ -49,8 +58,12 @@ class NativeWorker(RsgiWorker):
         return wanted
 
     def startup(self) -> None:
-        if self.interface_for(self.app, self.cfg) == "rsgi":
+        served = self.interface_for(self.app, self.cfg)
+        if served == "rsgi":
             super().startup()
+            return
+        if served == "asgi":
+            self._start_asgi()
             return
         cfg = self.cfg
         prefer_batches()
@@ -63,3 +76,44 @@ class NativeWorker(RsgiWorker):
             mode="st" if threads == 1 else "mt",
             ws=False,
         )
+
+    def _start_asgi(self) -> None:
+        cfg = self.cfg
+        prefer_batches()
+        loop = self.create_loop()
+        state: dict[str, Any] = {}
+        version = {"version": "3.0", "spec_version": "2.4"}
+        self.lifespan = Lifespan(
+            app=self.app, mode=cfg.lifespan, log=self.log, state=state, asgi=version
+        )
+        if not self.run_loop(self.lifespan.startup()):
+            raise SystemExit(APP_LOAD_ERROR)
+        handler = asgi_engine.make_handler(
+            app=self.app, log=self.log, access_log=self.log.access_enabled, record=self.record
+        )
+        app = _native.AsgiApp(
+            handler=handler,
+            root_path=cfg.root_path or "",
+            asgi=version,
+            state=state,
+            extensions=asgi_engine.EXTENSIONS,
+        )
+        self.start_server(
+            asgi=app,
+            event_loop=loop,
+            threads=cfg.runtime_threads,
+            mode=cfg.runtime_mode,
+            ws=False,
+            proxy=ProxyRules(cfg).native(),
+        )
+        loop.add_reader(self.server.fileno(), self.server.drain)
+
+    def background_tasks(self) -> list[asyncio.Task[Any]]:
+        task = self.lifespan.task if self.lifespan is not None else None
+        return [task] if task is not None else []
+
+    async def after_serving(self, budget: float) -> None:
+        if self.lifespan is not None:
+            await self.lifespan.shutdown(budget)
+        else:
+            await super().after_serving(budget)

@@ -132,6 +132,7 @@ class RsgiWorker(LoopWorker):
                 limit_request_fields=cfg.limit_request_fields,
                 limit_request_field_size=cfg.limit_request_field_size,
                 limit_request_body=cfg.limit_request_body,
+                limit_concurrency=cfg.limit_concurrency,
                 date_header=cfg.date_header,
                 server_header="supervise" if cfg.server_header else None,
                 tls=self.ssl_context,
@@ -187,14 +188,24 @@ class RsgiWorker(LoopWorker):
         server.stop()
         budget = float(self.cfg.graceful_timeout)
         deadline = monotonic() + budget * (1 - SHUTDOWN_SHARE)
-        current = asyncio.current_task()
+        ours = {asyncio.current_task(), *self.background_tasks()}
         while monotonic() < deadline:
-            apps = [t for t in asyncio.all_tasks() if t is not current and not t.done()]
+            apps = [t for t in asyncio.all_tasks() if t not in ours and not t.done()]
             if server.drained() and not apps:
                 break
             await asyncio.sleep(0.05)
         self._count_requests()
         server.close()
+        await self.after_serving(max(deadline - monotonic(), 0) + budget * SHUTDOWN_SHARE)
+
+    def background_tasks(self) -> list[asyncio.Task[Any]]:
+        """Tasks that live as long as the worker, which a graceful stop does not
+        wait for (the engine's lifespan task)."""
+        return []
+
+    async def after_serving(self, budget: float) -> None:
+        """Once the server is closed, with ``budget`` seconds left: the app's own
+        shutdown (RSGI: ``__rsgi_del__``; the engine's ASGI apps: lifespan)."""
         delete = getattr(self.app, "__rsgi_del__", None)
         if delete is not None:
             try:

@@ -55,6 +55,9 @@ async def asgi_app(scope: dict, receive: Callable, send: Callable) -> None:
     }
     data = json.dumps(payload).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    # Also in a header, as the other echoes: -k native's answer to CONNECT is a
+    # tunnel's (no content).
+    headers.append((b"x-echo", data))
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": data})
 

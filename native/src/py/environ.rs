@@ -20,6 +20,8 @@ pub trait HeadView {
     fn target(&self) -> &[u8];
     /// The percent-decoded path, SCRIPT_NAME not yet removed.
     fn path(&self) -> &[u8];
+    /// The path as received, undecoded (ASGI's raw_path).
+    fn raw_path(&self) -> &[u8];
     fn query(&self) -> &[u8];
     /// SERVER_PROTOCOL.
     fn protocol(&self) -> &'static str;
@@ -39,6 +41,9 @@ impl HeadView for RequestHead {
     }
     fn path(&self) -> &[u8] {
         RequestHead::path(self)
+    }
+    fn raw_path(&self) -> &[u8] {
+        RequestHead::raw_path(self)
     }
     fn query(&self) -> &[u8] {
         RequestHead::query(self)

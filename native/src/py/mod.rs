@@ -1,5 +1,6 @@
 //! The Python face of `h1`, `proxy` and `relay`: thin conversions, nothing decided here.
 
+pub(crate) mod asgi_scope;
 mod chunked;
 pub(crate) mod environ;
 mod errors;

@@ -6,8 +6,9 @@
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
+use super::asgi_scope;
 use super::environ::{self, method_str};
 use super::errors::to_pyerr;
 use super::text::{latin1, with_bytes};
@@ -114,16 +115,14 @@ impl Request {
         }
     }
 
-    /// `[(name, value), ...]`, names lower-cased, built once on first use.
+    /// `[(name, value), ...]`, names lower-cased, built once on first use
+    /// (the ASGI scope's list: `asgi_scope::header_list`).
     #[getter]
     fn headers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         if let Some(list) = self.headers.get(py) {
             return Ok(list.bind(py).clone());
         }
-        let items = self.head.fields().map(|(n, v)| {
-            PyTuple::new(py, [PyBytes::new(py, n), PyBytes::new(py, v)]).map(Bound::unbind)
-        });
-        let list = PyList::new(py, items.collect::<PyResult<Vec<_>>>()?)?;
+        let list = asgi_scope::header_list(py, &self.head)?;
         Ok(self
             .headers
             .get_or_init(py, || list.unbind())
@@ -171,6 +170,18 @@ impl Request {
         let env = base.copy()?;
         environ::fill(&env, &self.head)?;
         Ok(env)
+    }
+
+    /// Adds this request's ASGI scope keys to `scope` (which holds the
+    /// connection's); `http` False for a WebSocket scope, which has no method.
+    fn fill_asgi_scope(
+        &self,
+        scope: &Bound<'_, PyDict>,
+        root_path: &str,
+        http: bool,
+    ) -> PyResult<()> {
+        let headers = self.headers(scope.py())?;
+        asgi_scope::fill(scope, &self.head, root_path, http, Some(headers))
     }
 
     fn __repr__(&self) -> String {

@@ -7,6 +7,34 @@ use std::sync::Mutex;
 use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;
 
+/// An awaitable that returns None at once: stateless, so one instance serves
+/// every `send` that needs no waiting.
+#[pyclass(module = "supervise._native", frozen)]
+pub struct Done;
+
+#[pymethods]
+impl Done {
+    fn __await__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__(&self) -> PyResult<()> {
+        Err(PyStopIteration::new_err(()))
+    }
+}
+
+/// The one `Done`.
+pub fn done(py: Python<'_>) -> Py<PyAny> {
+    static DONE: pyo3::sync::PyOnceLock<Py<Done>> = pyo3::sync::PyOnceLock::new();
+    DONE.get_or_init(py, || Py::new(py, Done).expect("allocating Done"))
+        .clone_ref(py)
+        .into_any()
+}
+
 #[pyclass(module = "supervise._native", frozen)]
 pub struct Ready {
     value: Mutex<Option<Py<PyAny>>>,

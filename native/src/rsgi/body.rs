@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
+use hyper::body::{Body, Incoming};
 use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE};
 use hyper::{HeaderMap, StatusCode};
 
@@ -48,6 +48,15 @@ impl BodyStream {
             return Err(Outcome::ProtocolError(TOO_LARGE));
         }
         Ok(())
+    }
+
+    /// Whether nothing is left to read: the end was seen, or the body's
+    /// framing says no more data follows. A read in progress counts as not
+    /// finished.
+    pub fn finished(&self) -> bool {
+        self.body
+            .try_lock()
+            .is_ok_and(|guard| guard.as_ref().is_none_or(|b| b.is_end_stream()))
     }
 
     /// The next data chunk, or `End`.
@@ -105,6 +114,41 @@ impl BodyStream {
                 }
             }
         }
+    }
+
+    /// The next chunk joined with every one already received behind it, up
+    /// to about `limit` bytes: one message for what arrived together (a
+    /// client sending one-byte chunks must not cost one loop turn each). A
+    /// broken or cut body wins over the data gathered with it.
+    pub async fn next_batch(&self, limit: usize) -> Outcome {
+        use futures_util::FutureExt;
+        let first = match self.next().await {
+            Outcome::Bytes(b) => b,
+            other => return other,
+        };
+        let mut joined: Option<BytesMut> = None;
+        let mut size = first.len();
+        // hyper hands an HTTP/1.1 body over one frame at a time, decoding the
+        // next once this one is taken: after a miss, one yield lets it.
+        let mut yielded = false;
+        while size < limit {
+            match self.next().now_or_never() {
+                Some(Outcome::Bytes(b)) => {
+                    yielded = false;
+                    size += b.len();
+                    joined
+                        .get_or_insert_with(|| BytesMut::from(&first[..]))
+                        .extend_from_slice(&b);
+                }
+                None if !yielded => {
+                    yielded = true;
+                    tokio::task::yield_now().await;
+                }
+                Some(Outcome::End) | None => break,
+                Some(broken) => return broken,
+            }
+        }
+        Outcome::Bytes(joined.map_or(first, BytesMut::freeze))
     }
 
     /// The whole body (one chunk is passed on without a copy).

@@ -20,6 +20,10 @@ pub enum Outcome {
     /// `StopAsyncIteration`: the body stream ended.
     End,
     ProtocolError(&'static str),
+    /// ASGI: an `http.request` message (body, more_body).
+    Received(Bytes, bool),
+    /// ASGI: `http.disconnect`.
+    Disconnect,
     Closed(&'static str),
 }
 

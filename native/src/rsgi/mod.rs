@@ -9,15 +9,15 @@
 //! call. Python reaches tokio through channels and `Handle::spawn`, which
 //! need no GIL either.
 
-mod awaitable;
+pub(crate) mod awaitable;
 pub(crate) mod body;
 pub(crate) mod bridge;
 mod errors;
-mod forwarded;
+pub(crate) mod forwarded;
 mod headers;
 mod protocol;
 pub mod scope;
-mod server;
+pub(crate) mod server;
 mod tls;
 mod transport;
 mod ws_protocol;

@@ -40,8 +40,10 @@ impl LoopCtx {
 #[pyclass(module = "supervise._native", frozen)]
 pub struct RsgiServer {
     ctx: Arc<LoopCtx>,
-    /// The RSGI handler; None when the server runs a WSGI app (`wsgi`).
+    /// The RSGI handler; None when the server runs a WSGI or ASGI app.
     handler: Option<Py<PyAny>>,
+    /// Set for an ASGI app (`asgi`).
+    asgi: Option<Py<crate::asgi::AsgiApp>>,
     /// Set for WSGI: how long the app has held the threads that call it.
     app_clock: Option<Arc<crate::wsgi::AppClock>>,
     create_task: Py<PyAny>,
@@ -63,14 +65,15 @@ impl RsgiServer {
     #[new]
     #[pyo3(signature = (*, handler = None, event_loop, fds, threads = 1, mode = "st", header_timeout = 10.0,
         keepalive = 2.0, limit_request_line = 4094, limit_request_fields = 100,
-        limit_request_field_size = 8190, limit_request_body = 0, date_header = true,
+        limit_request_field_size = 8190, limit_request_body = 0, limit_concurrency = 0,
+        date_header = true,
         server_header = None, http = "auto", http2_max_concurrent_streams = 200,
         http2_initial_stream_window_size = 1048576, http2_initial_connection_window_size = 1048576,
         http2_max_frame_size = 16384, http2_max_headers_size = 65536,
         http2_max_send_buffer_size = 409600, http2_keep_alive_interval = 0.0,
         http2_keep_alive_timeout = 20.0, tls = None, ws = true, ws_max_size = 16777216,
         ws_ping_interval = 20.0, ws_ping_timeout = 20.0, proxy = None,
-        proxy_allow = None, wsgi = None))]
+        proxy_allow = None, wsgi = None, asgi = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -85,6 +88,7 @@ impl RsgiServer {
         limit_request_fields: usize,
         limit_request_field_size: usize,
         limit_request_body: u64,
+        limit_concurrency: usize,
         date_header: bool,
         server_header: Option<&str>,
         http: &str,
@@ -104,9 +108,13 @@ impl RsgiServer {
         proxy: Option<(Vec<String>, Py<PyAny>)>,
         proxy_allow: Option<Vec<String>>,
         wsgi: Option<PyRef<'_, crate::wsgi::WsgiApp>>,
+        asgi: Option<Py<crate::asgi::AsgiApp>>,
     ) -> PyResult<Self> {
-        if handler.is_none() == wsgi.is_none() {
-            return Err(PyValueError::new_err("give either handler (RSGI) or wsgi"));
+        let sides = [handler.is_some(), wsgi.is_some(), asgi.is_some()];
+        if sides.iter().filter(|&&given| given).count() != 1 {
+            return Err(PyValueError::new_err(
+                "give one of handler (RSGI), wsgi or asgi",
+            ));
         }
         let forwarded = proxy
             .map(|(names, resolve)| Forwarded::new(names, resolve))
@@ -149,6 +157,7 @@ impl RsgiServer {
             limit_request_fields,
             limit_request_field_size,
             limit_request_body,
+            limit_concurrency,
             date_header,
             server_header,
             scheme: if tls.is_some() { "https" } else { "http" },
@@ -190,6 +199,7 @@ impl RsgiServer {
                 create_future: event_loop.getattr("create_future")?.unbind(),
             }),
             handler,
+            asgi,
             app_clock,
             create_task: event_loop.getattr("create_task")?.unbind(),
             server: Mutex::new(Some(server)),
@@ -307,6 +317,9 @@ impl RsgiServer {
     }
 
     fn start(&self, py: Python<'_>, ex: crate::server::Exchange) {
+        if let Some(app) = &self.asgi {
+            return self.start_asgi(py, app.get(), ex);
+        }
         let (proto, head, conn) = HTTPProtocol::new(self.ctx.clone(), ex);
         let reply = proto.reply_slot();
         let proxied = match self.proxied(py, &head, &conn) {
@@ -329,6 +342,34 @@ impl RsgiServer {
         })();
         if let Err(err) = result {
             // The wrapper logs the app's errors itself; this is the wrapper failing.
+            err.print(py);
+            reply.send(super::body::server_error());
+        }
+    }
+
+    fn start_asgi(&self, py: Python<'_>, app: &crate::asgi::AsgiApp, ex: crate::server::Exchange) {
+        let (cycle, head) = crate::asgi::HttpCycle::new(self.ctx.clone(), ex);
+        let reply = cycle.reply_slot();
+        let conn = cycle.conn();
+        let proxied = match self.proxied(py, &head, &conn) {
+            Ok(proxied) => proxied,
+            Err(status) => {
+                reply.send(if status == hyper::StatusCode::BAD_REQUEST {
+                    super::body::bad_request("Contradictory scheme headers")
+                } else {
+                    super::body::server_error()
+                });
+                return;
+            }
+        };
+        let result = (|| -> PyResult<()> {
+            let scope = app.http_scope(py, &head, &conn, &proxied)?;
+            let cycle = Py::new(py, cycle)?;
+            let coro = app.handler.call1(py, (scope, cycle))?;
+            self.create_task.call1(py, (coro,))?;
+            Ok(())
+        })();
+        if let Err(err) = result {
             err.print(py);
             reply.send(super::body::server_error());
         }
@@ -366,6 +407,10 @@ fn complete(py: Python<'_>, fut: Py<PyAny>, outcome: Outcome) {
     let done = match outcome {
         Outcome::Bytes(b) => fut.call_method1(intern!(py, "set_result"), (PyBytes::new(py, &b),)),
         Outcome::None => fut.call_method1(intern!(py, "set_result"), (py.None(),)),
+        Outcome::Received(body, more) => crate::asgi::request_message(py, &body, more)
+            .and_then(|m| fut.call_method1(intern!(py, "set_result"), (m,))),
+        Outcome::Disconnect => crate::asgi::disconnect_message(py)
+            .and_then(|m| fut.call_method1(intern!(py, "set_result"), (m,))),
         Outcome::End => fut.call_method1(
             intern!(py, "set_exception"),
             (PyStopAsyncIteration::new_err(()).into_value(py),),

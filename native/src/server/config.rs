@@ -65,6 +65,10 @@ pub struct ServerConfig {
     pub limit_request_field_size: usize,
     /// 0: no limit.
     pub limit_request_body: u64,
+    /// `--limit-concurrency`: requests in flight past which a new one is
+    /// answered 503 (0: no limit). The server's only cap: it has no
+    /// connection cap, as Granian has none.
+    pub limit_concurrency: usize,
     pub date_header: bool,
     pub server_header: Option<HeaderValue>,
     pub scheme: &'static str,

@@ -87,7 +87,8 @@ fn http1_settings(b: &mut auto::Http1Builder<'_, TokioExecutor>, cfg: &ServerCon
         .auto_date_header(cfg.date_header)
         // A client may shut its sending side once its request is out and still
         // wait for the answer (the conformance corpora do): serve it. The price:
-        // a client that left is noticed when a write fails, not at its FIN.
+        // a client that left is noticed when a write fails, not at its FIN
+        // (unless its app waits for it: fin_watch.rs).
         .half_close(true);
     let fields = if cfg.limit_request_fields == 0 {
         32768

@@ -15,6 +15,9 @@ pub struct ConnInfo {
     pub client: String,
     pub server: String,
     pub scheme: &'static str,
+    /// The connection's socket (TCP or unix, under any TLS), for watching
+    /// the client's FIN (fin_watch.rs); not owned.
+    pub socket: Option<std::os::fd::RawFd>,
     /// Exchanges of this connection not over yet, and bytes read so far:
     /// together they tell the keep-alive watchdog whether the connection idles.
     pub(crate) busy: std::sync::atomic::AtomicUsize,
@@ -36,6 +39,7 @@ impl ConnInfo {
             client,
             server,
             scheme,
+            socket: None,
             busy: Default::default(),
             read_bytes: Default::default(),
             requests: Default::default(),

@@ -62,6 +62,7 @@ impl Dispatch for Echo {
 /// The worker's defaults, with small bodies so that limits are reached.
 pub(crate) fn config(http: HttpMode) -> ServerConfig {
     ServerConfig {
+        limit_concurrency: 0,
         threads: 1,
         mode: RuntimeMode::St,
         header_timeout: Some(Duration::from_secs(10)),

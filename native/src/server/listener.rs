@@ -63,7 +63,8 @@ impl Accept for tokio::net::TcpListener {
             .local_addr()
             .map(|a| a.to_string())
             .unwrap_or_default();
-        let info = ConnInfo::new(peer.to_string(), local, scheme);
+        let mut info = ConnInfo::new(peer.to_string(), local, scheme);
+        info.socket = Some(std::os::fd::AsRawFd::as_raw_fd(&stream));
         Ok((stream, info, Some(peer.ip())))
     }
 }
@@ -75,7 +76,8 @@ impl Accept for UnixAt {
     type Stream = tokio::net::UnixStream;
     async fn accept(&self, scheme: &'static str) -> io::Result<Accepted<Self::Stream>> {
         let (stream, _) = self.0.accept().await?;
-        let info = ConnInfo::new(String::new(), self.1.clone(), scheme);
+        let mut info = ConnInfo::new(String::new(), self.1.clone(), scheme);
+        info.socket = Some(std::os::fd::AsRawFd::as_raw_fd(&stream));
         Ok((stream, info, None))
     }
 }

@@ -6,10 +6,12 @@
 
 #[macro_use]
 mod write_through;
+pub mod app_fields;
 mod body;
 mod config;
 mod connection;
 mod exchange;
+mod fin_watch;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 mod listener;
@@ -28,6 +30,7 @@ mod ws_session;
 pub use body::ResponseBody;
 pub use config::{Http2Config, HttpMode, RuntimeMode, ServerConfig};
 pub use exchange::{BoxIo, ConnInfo, Dispatch, Exchange, Reply, ReplySlot, Served, Tracker};
+pub use fin_watch::client_fin;
 pub use runtime::{Server, Shared};
 pub use tls::{load as load_tls, ClientAuth, TlsFiles};
 pub use websocket::{WsAccept, WsAnswer, WsConfig, WsExchange};

@@ -36,6 +36,9 @@ impl Counters {
     pub fn connection(self: &Arc<Self>) -> Held {
         Held::new(self.clone(), |c| &c.connections)
     }
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
     pub fn begin_request(&self) {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
     }

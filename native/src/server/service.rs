@@ -67,6 +67,17 @@ async fn answer(
         };
         return with_server(response, &shared.config.server_header);
     }
+    let limit = shared.config.limit_concurrency;
+    if limit > 0 && shared.counters.in_flight() >= limit {
+        return with_server(
+            plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Service Unavailable",
+                false,
+            ),
+            &shared.config.server_header,
+        );
+    }
     let (tx, rx) = oneshot::channel();
     let tracker = Arc::new(Tracker::default());
     // Dropped with the response body (written or cut off), or here when the

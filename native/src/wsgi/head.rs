@@ -15,6 +15,7 @@ pub struct HyperHead<'a> {
     parts: &'a Parts,
     target: Cow<'a, str>,
     path: Cow<'a, [u8]>,
+    raw_path: &'a str,
     fields: Vec<(&'a [u8], &'a [u8])>,
     host: Option<&'a [u8]>,
 }
@@ -53,6 +54,7 @@ impl<'a> HyperHead<'a> {
             parts,
             target,
             path: percent_decode(raw_path.as_bytes()),
+            raw_path,
             fields,
             host,
         }
@@ -68,6 +70,9 @@ impl HeadView for HyperHead<'_> {
     }
     fn path(&self) -> &[u8] {
         &self.path
+    }
+    fn raw_path(&self) -> &[u8] {
+        self.raw_path.as_bytes()
     }
     fn query(&self) -> &[u8] {
         self.parts.uri.query().unwrap_or("").as_bytes()

@@ -20,6 +20,7 @@ mod stream;
 pub use app::WsgiApp;
 pub use clock::AppClock;
 pub use dispatch::WsgiDispatch;
+pub use head::HyperHead;
 
 use pyo3::prelude::*;
 

@@ -4,7 +4,6 @@
 //! is hyper's, from what the app said and the body it returned.
 
 use bytes::Bytes;
-use hyper::header::{HeaderName, HeaderValue};
 use hyper::{HeaderMap, StatusCode};
 use pyo3::exceptions::{PyAssertionError, PyTypeError, PyValueError};
 use pyo3::intern;
@@ -87,37 +86,13 @@ fn checked_fields(headers: &Bound<'_, PyAny>) -> PyResult<(Vec<Field>, Option<u6
 pub type Field = (Vec<u8>, Vec<u8>, AppField);
 
 impl StartResponse {
-    /// The fields in hyper's map: framing and connection fields are hyper's
-    /// own, except that `Connection: close` from the app is honoured.
+    /// The fields in hyper's map (`server::app_fields`).
     pub fn header_map(&self) -> PyResult<HeaderMap> {
-        let mut map = HeaderMap::new();
-        let mut seen_length = false;
-        for (name, value, kind) in &self.fields {
-            match kind {
-                AppField::ContentLength(_) => {
-                    if seen_length || (100..200).contains(&self.code) || self.code == 204 {
-                        continue; // once; never on 1xx/204 (RFC 9110 8.6)
-                    }
-                    seen_length = true;
-                }
-                AppField::HopByHop => continue,
-                AppField::Connection { close } => {
-                    if *close {
-                        map.append(hyper::header::CONNECTION, HeaderValue::from_static("close"));
-                    }
-                    continue;
-                }
-                AppField::Date | AppField::Server | AppField::Other => {}
-            }
-            let invalid = |e: &str| {
-                PyValueError::new_err(format!("{e}: {:?}", String::from_utf8_lossy(name)))
-            };
-            let name = HeaderName::from_bytes(name).map_err(|_| invalid("invalid header name"))?;
-            let value =
-                HeaderValue::from_bytes(value).map_err(|_| invalid("invalid header value"))?;
-            map.append(name, value);
-        }
-        Ok(map)
+        crate::server::app_fields::header_map(
+            self.code,
+            self.fields.iter().map(|(n, v, k)| (&n[..], &v[..], *k)),
+        )
+        .map_err(PyValueError::new_err)
     }
 }
 

@@ -1,0 +1,421 @@
+//! `HttpCycle`: one ASGI HTTP request on the engine, the object behind the
+//! app's `receive` and `send`. Runs on the loop thread; body reads and
+//! backpressured writes run on the connection's runtime and come back
+//! through the bridge.
+//!
+//! The response head is held back until the first body message, so a body
+//! sent in one message goes out whole with a Content-Length (hyper's `Full`),
+//! and only a body announced with `more_body` is streamed (chunked on
+//! HTTP/1.1). The states are the asgi worker's (`http/asgi_cycle.py`).
+
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use hyper::body::{Body, Incoming};
+use hyper::{HeaderMap, StatusCode};
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyType;
+use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TrySendError;
+
+use super::messages::{self, Sent};
+use crate::rsgi::body::{server_error, BodyStream};
+use crate::rsgi::bridge::{Event, Outcome};
+use crate::rsgi::server::LoopCtx;
+use crate::server::{ConnInfo, Exchange, Reply, ReplySlot, Tracker};
+
+/// Body bytes already received that one `http.request` message carries at
+/// most (the asgi worker's high-water mark).
+const BATCH: usize = 256 * 1024;
+
+/// Chunks queued between the app and the socket before `send` waits.
+const STREAM_DEPTH: usize = 4;
+
+enum Inbound {
+    Unread(Incoming),
+    Reading(Arc<BodyStream>),
+    /// The last `http.request` message was given: only a disconnect is left.
+    Delivered,
+}
+
+enum Outbound {
+    NotStarted,
+    /// `http.response.start` came; the head waits for the first body message.
+    Started {
+        status: u16,
+        headers: HeaderMap,
+    },
+    Streaming(mpsc::Sender<Bytes>),
+    Complete,
+}
+
+/// What `_finish()` tells the Python wrapper, so that it logs the right line.
+#[derive(Clone, Copy)]
+#[repr(u8)]
+enum Finish {
+    Answered = 0,
+    NotStarted = 1,
+    ErrorBeforeResponse = 2,
+    CutOff = 3,
+    Incomplete = 4,
+    ClientGone = 5,
+}
+
+#[pyclass(module = "supervise._native", frozen)]
+pub struct HttpCycle {
+    ctx: Arc<LoopCtx>,
+    conn: Arc<ConnInfo>,
+    runtime: tokio::runtime::Handle,
+    reply: ReplySlot,
+    tracker: Arc<Tracker>,
+    limit_body: u64,
+    inbound: Mutex<Inbound>,
+    outbound: Mutex<Outbound>,
+    /// For the access log and metrics: the status sent (0: none) and the
+    /// body bytes handed over.
+    status: AtomicU16,
+    sent: AtomicU64,
+    /// The client left: its body was cut or broken, or it sent its FIN
+    /// while the app waited for a disconnect.
+    client_left: Arc<AtomicBool>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl HttpCycle {
+    pub fn new(ctx: Arc<LoopCtx>, ex: Exchange) -> (Self, hyper::http::request::Parts) {
+        let cycle = HttpCycle {
+            ctx,
+            conn: ex.conn,
+            runtime: ex.runtime,
+            reply: ex.reply,
+            tracker: ex.tracker,
+            limit_body: ex.limit_body,
+            inbound: Mutex::new(Inbound::Unread(ex.body)),
+            outbound: Mutex::new(Outbound::NotStarted),
+            status: AtomicU16::new(0),
+            sent: AtomicU64::new(0),
+            client_left: Arc::default(),
+        };
+        (cycle, ex.head)
+    }
+
+    pub fn reply_slot(&self) -> ReplySlot {
+        self.reply.clone()
+    }
+
+    pub fn conn(&self) -> Arc<ConnInfo> {
+        self.conn.clone()
+    }
+
+    /// The client left before the response was complete, or the server
+    /// answered the request itself (413, 400 on a broken body).
+    fn gone(&self, out: &Outbound) -> bool {
+        !matches!(out, Outbound::Complete)
+            && (self.tracker.is_gone()
+                || self.client_left.load(Ordering::Acquire)
+                || (matches!(out, Outbound::NotStarted | Outbound::Started { .. })
+                    && self.reply.sent()))
+    }
+
+    fn spawn<F>(&self, py: Python<'_>, work: F) -> PyResult<Py<PyAny>>
+    where
+        F: std::future::Future<Output = Outcome> + Send + 'static,
+    {
+        let fut = self.ctx.future(py)?;
+        let waiter = fut.clone_ref(py);
+        let bridge = self.ctx.bridge.clone();
+        self.runtime.spawn(async move {
+            let outcome = work.await;
+            bridge.push(Event::Ready(waiter, outcome));
+        });
+        Ok(fut)
+    }
+
+    /// Resolves with `http.disconnect` once the exchange is over or the
+    /// client sent its FIN (server/fin_watch.rs).
+    fn disconnect(&self, py: Python<'_>, response_done: bool) -> PyResult<Py<PyAny>> {
+        if response_done || self.tracker.is_gone() || self.client_left.load(Ordering::Acquire) {
+            return self
+                .ctx
+                .ready(py, messages::disconnect_message(py)?.into_any().unbind());
+        }
+        let fut = self.ctx.future(py)?;
+        let waiter = fut.clone_ref(py);
+        let bridge = self.ctx.bridge.clone();
+        let (ended, exchange_over) = tokio::sync::oneshot::channel::<()>();
+        self.tracker.on_gone(Box::new(move || {
+            let _ = ended.send(());
+        }));
+        let conn = self.conn.clone();
+        let left = self.client_left.clone();
+        self.runtime.spawn(async move {
+            let fin = async {
+                match crate::server::client_fin(&conn).await {
+                    Ok(()) => true,
+                    // Nothing to watch: the exchange's end will say it.
+                    Err(_) => std::future::pending().await,
+                }
+            };
+            let fin = tokio::select! {
+                biased;
+                _ = exchange_over => false,
+                fin = fin => fin,
+            };
+            if fin {
+                left.store(true, Ordering::Release);
+            }
+            bridge.push(Event::Ready(waiter, Outcome::Disconnect));
+        });
+        Ok(fut)
+    }
+
+    fn respond(&self, status: u16, reply: Reply) {
+        if self.reply.send(reply) {
+            self.status.store(status, Ordering::Relaxed);
+        }
+    }
+
+    /// Queues one chunk of a streamed body; waits (off the loop) when the
+    /// queue is full, so a slow client slows the app down.
+    fn push(&self, py: Python<'_>, tx: &mpsc::Sender<Bytes>, chunk: Bytes) -> PyResult<Py<PyAny>> {
+        self.sent.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+        match tx.try_send(chunk) {
+            Ok(()) => Ok(crate::rsgi::awaitable::done(py)),
+            Err(TrySendError::Closed(_)) => Err(client_gone(py, "http.response.body")),
+            Err(TrySendError::Full(chunk)) => {
+                let tx = tx.clone();
+                self.spawn(py, async move {
+                    match tx.send(chunk).await {
+                        Ok(()) => Outcome::None,
+                        Err(_) => Outcome::Closed("the client went away"),
+                    }
+                })
+            }
+        }
+    }
+
+    fn start_body(
+        &self,
+        py: Python<'_>,
+        out: &mut Outbound,
+        body: Bytes,
+        more: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let Outbound::Started { status, headers } = std::mem::replace(out, Outbound::Complete)
+        else {
+            unreachable!("start_body after http.response.start only")
+        };
+        let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        if !more {
+            self.sent.fetch_add(body.len() as u64, Ordering::Relaxed);
+            self.respond(
+                status,
+                Reply::Full {
+                    status: code,
+                    headers,
+                    body,
+                },
+            );
+            return Ok(crate::rsgi::awaitable::done(py));
+        }
+        let (tx, rx) = mpsc::channel(STREAM_DEPTH);
+        self.respond(
+            status,
+            Reply::Stream {
+                status: code,
+                headers,
+                chunks: rx,
+            },
+        );
+        let waits = if body.is_empty() {
+            crate::rsgi::awaitable::done(py)
+        } else {
+            self.push(py, &tx, body)?
+        };
+        *out = Outbound::Streaming(tx);
+        Ok(waits)
+    }
+
+    fn pathsend(
+        &self,
+        py: Python<'_>,
+        out: &mut Outbound,
+        path: &std::path::Path,
+    ) -> PyResult<Py<PyAny>> {
+        // Opened here, so a missing file raises in the app as with the asgi
+        // worker; read and written from the runtime.
+        let file = std::fs::File::open(path)?;
+        let len = file.metadata()?.len();
+        let Outbound::Started { status, headers } = std::mem::replace(out, Outbound::Complete)
+        else {
+            unreachable!("pathsend after http.response.start only")
+        };
+        self.sent.fetch_add(len, Ordering::Relaxed);
+        let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        self.respond(
+            status,
+            Reply::Opened {
+                status: code,
+                headers,
+                file,
+                len,
+            },
+        );
+        Ok(crate::rsgi::awaitable::done(py))
+    }
+}
+
+/// The asgi worker's error for a send to a client that left (an OSError).
+fn client_gone(py: Python<'_>, kind: &str) -> PyErr {
+    static CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    let message = format!("the client went away ({kind} not sent)");
+    match CLASS.import(py, "supervise.http.errors", "ClientDisconnected") {
+        Ok(class) => PyErr::from_type(class.clone(), message),
+        Err(e) => e,
+    }
+}
+
+#[pymethods]
+impl HttpCycle {
+    fn receive(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let response_done = matches!(*lock(&self.outbound), Outbound::Complete);
+        let mut inbound = lock(&self.inbound);
+        if response_done || self.tracker.is_gone() || self.client_left.load(Ordering::Acquire) {
+            *inbound = Inbound::Delivered;
+        }
+        let stream = match &*inbound {
+            Inbound::Delivered => {
+                drop(inbound);
+                return self.disconnect(py, response_done);
+            }
+            Inbound::Unread(body) if body.is_end_stream() => {
+                *inbound = Inbound::Delivered;
+                let message = messages::request_message(py, b"", false)?;
+                return self.ctx.ready(py, message.into_any().unbind());
+            }
+            Inbound::Reading(stream) if stream.finished() => {
+                *inbound = Inbound::Delivered;
+                drop(inbound);
+                return self.disconnect(py, false);
+            }
+            Inbound::Reading(stream) => stream.clone(),
+            Inbound::Unread(_) => {
+                let Inbound::Unread(body) = std::mem::replace(&mut *inbound, Inbound::Delivered)
+                else {
+                    unreachable!()
+                };
+                let stream =
+                    BodyStream::new(body, self.limit_body, self.reply.clone(), self.conn.clone());
+                *inbound = Inbound::Reading(stream.clone());
+                stream
+            }
+        };
+        drop(inbound);
+        let cut = self.client_left.clone();
+        self.spawn(py, async move {
+            match stream.next_batch(BATCH).await {
+                Outcome::Bytes(body) => Outcome::Received(body, !stream.finished()),
+                Outcome::End => Outcome::Received(Bytes::new(), false),
+                // Refused (413, 400: answered already) or cut: for the app,
+                // the client is gone, and what it sends next raises.
+                _ => {
+                    cut.store(true, Ordering::Release);
+                    Outcome::Disconnect
+                }
+            }
+        })
+    }
+
+    fn send(&self, py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let (kind, sent) = messages::read(message)?;
+        let mut out = lock(&self.outbound);
+        if self.gone(&out) {
+            return Err(client_gone(py, &kind));
+        }
+        match (&*out, sent) {
+            (Outbound::NotStarted, Sent::Start { status, headers }) => {
+                *out = Outbound::Started { status, headers };
+                Ok(crate::rsgi::awaitable::done(py))
+            }
+            (Outbound::NotStarted, Sent::Ignored) => Ok(crate::rsgi::awaitable::done(py)),
+            (Outbound::NotStarted, _) => Err(messages::unexpected("http.response.start", &kind)),
+            (Outbound::Started { .. }, Sent::Body { body, more }) => {
+                self.start_body(py, &mut out, body, more)
+            }
+            (Outbound::Started { .. }, Sent::PathSend { path }) => {
+                self.pathsend(py, &mut out, &path)
+            }
+            (Outbound::Streaming(tx), Sent::Body { body, more }) => {
+                let tx = tx.clone();
+                let waits = if body.is_empty() {
+                    crate::rsgi::awaitable::done(py)
+                } else {
+                    self.push(py, &tx, body)?
+                };
+                if !more {
+                    // The stream ends when the last sender goes: this one, and
+                    // the one a waiting push holds once its chunk is queued.
+                    *out = Outbound::Complete;
+                }
+                Ok(waits)
+            }
+            (Outbound::Started { .. } | Outbound::Streaming(_), _) => {
+                Err(messages::unexpected("http.response.body", &kind))
+            }
+            (Outbound::Complete, _) => Err(PyRuntimeError::new_err(format!(
+                "ASGI message '{kind}' sent after the response was complete"
+            ))),
+        }
+    }
+
+    /// Called by the wrapper when the app returned (`error` False) or raised:
+    /// a 500 when nothing was sent, a cut connection when a streamed
+    /// response is unfinished.
+    fn _finish(&self, error: bool) -> u8 {
+        let out = std::mem::replace(&mut *lock(&self.outbound), Outbound::Complete);
+        let gone = self.gone(&out);
+        let result = match out {
+            Outbound::Complete => Finish::Answered,
+            _ if gone => Finish::ClientGone,
+            Outbound::NotStarted | Outbound::Started { .. } => {
+                self.respond(500, server_error());
+                if error {
+                    Finish::ErrorBeforeResponse
+                } else if matches!(out, Outbound::NotStarted) {
+                    Finish::NotStarted
+                } else {
+                    Finish::Incomplete
+                }
+            }
+            Outbound::Streaming(tx) => {
+                // The head is out: the only honest signal left is a cut connection.
+                self.tracker.abort();
+                drop(tx);
+                if error {
+                    Finish::CutOff
+                } else {
+                    Finish::Incomplete
+                }
+            }
+        };
+        result as u8
+    }
+
+    /// The status sent (0: none yet), for the access log and metrics.
+    #[getter]
+    fn _status(&self) -> u16 {
+        self.status.load(Ordering::Relaxed)
+    }
+
+    /// Body bytes handed to the server.
+    #[getter]
+    fn _sent(&self) -> u64 {
+        self.sent.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,177 @@
+//! The messages of the ASGI HTTP exchange: the ones the engine gives the app,
+//! and the app's `send` messages read into Rust values, checked as the asgi
+//! worker checks them (the errors are raised in the app, where it sees them).
+
+use bytes::Bytes;
+use hyper::HeaderMap;
+use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString, PyTuple};
+
+use crate::h1::check_field;
+use crate::py::text::with_bytes;
+use crate::server::app_fields;
+
+pub fn request_message<'py>(
+    py: Python<'py>,
+    body: &[u8],
+    more: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let message = PyDict::new(py);
+    message.set_item(intern!(py, "type"), intern!(py, "http.request"))?;
+    message.set_item(intern!(py, "body"), PyBytes::new(py, body))?;
+    message.set_item(intern!(py, "more_body"), more)?;
+    Ok(message)
+}
+
+pub fn disconnect_message(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let message = PyDict::new(py);
+    message.set_item(intern!(py, "type"), intern!(py, "http.disconnect"))?;
+    Ok(message)
+}
+
+/// One `send` message, read.
+pub enum Sent {
+    Start {
+        status: u16,
+        headers: HeaderMap,
+    },
+    Body {
+        body: Bytes,
+        more: bool,
+    },
+    PathSend {
+        path: std::path::PathBuf,
+    },
+    /// An extension the engine does not advertise (early hints): dropped.
+    Ignored,
+    /// Anything else: the caller says what it expected instead.
+    Other,
+}
+
+pub fn read(message: &Bound<'_, PyAny>) -> PyResult<(String, Sent)> {
+    let py = message.py();
+    let kind = required(message, intern!(py, "type"))?;
+    let kind = kind
+        .cast::<PyString>()
+        .map_err(|_| PyTypeError::new_err("ASGI message 'type' must be a str"))?
+        .to_str()?
+        .to_owned();
+    let sent = match kind.as_str() {
+        "http.response.start" => start(message)?,
+        "http.response.body" => Sent::Body {
+            body: body(message)?,
+            more: optional(message, intern!(py, "more_body"))?
+                .map(|m| m.is_truthy())
+                .transpose()?
+                .unwrap_or(false),
+        },
+        "http.response.pathsend" => Sent::PathSend {
+            path: required(message, intern!(py, "path"))?.extract()?,
+        },
+        "http.response.early_hint" => Sent::Ignored,
+        _ => Sent::Other,
+    };
+    Ok((kind, sent))
+}
+
+fn start(message: &Bound<'_, PyAny>) -> PyResult<Sent> {
+    let py = message.py();
+    let status = required(message, intern!(py, "status"))?;
+    if !status.is_exact_instance_of::<pyo3::types::PyInt>() {
+        return Err(PyTypeError::new_err(format!(
+            "http.response.start 'status' must be an int, not {}",
+            status.repr()?
+        )));
+    }
+    let status: u16 = status
+        .extract()
+        .ok()
+        .filter(|s| (100..1000).contains(s))
+        .ok_or_else(|| PyValueError::new_err(format!("invalid status {status}")))?;
+    let mut fields = Vec::new();
+    if let Some(headers) = optional(message, intern!(py, "headers"))? {
+        for item in headers.try_iter()? {
+            let item = item?;
+            let (name, value) = pair(&item)?;
+            let kind = check_field(&name, &value).map_err(|e| {
+                PyValueError::new_err(format!(
+                    "invalid header field {:?}: {e}",
+                    String::from_utf8_lossy(&name)
+                ))
+            })?;
+            fields.push((name, value, kind));
+        }
+    }
+    let headers =
+        app_fields::header_map(status, fields.iter().map(|(n, v, k)| (&n[..], &v[..], *k)))
+            .map_err(PyValueError::new_err)?;
+    Ok(Sent::Start { status, headers })
+}
+
+/// One header: a two-item sequence of byte strings.
+fn pair(item: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, Vec<u8>)> {
+    let bytes = |o: Bound<'_, PyAny>| -> PyResult<Vec<u8>> {
+        o.cast::<PyBytes>()
+            .map(|b| b.as_bytes().to_vec())
+            .map_err(|_| PyTypeError::new_err("header names and values must be byte strings"))
+    };
+    if let Ok(t) = item.cast::<PyTuple>() {
+        if t.len() == 2 {
+            return Ok((bytes(t.get_item(0)?)?, bytes(t.get_item(1)?)?));
+        }
+    } else {
+        let items: Vec<Bound<'_, PyAny>> = item.try_iter()?.collect::<PyResult<_>>()?;
+        if let [name, value] = &items[..] {
+            return Ok((bytes(name.clone())?, bytes(value.clone())?));
+        }
+    }
+    Err(PyValueError::new_err(
+        "a header must be a (name, value) pair",
+    ))
+}
+
+fn body(message: &Bound<'_, PyAny>) -> PyResult<Bytes> {
+    let py = message.py();
+    let Some(body) = optional(message, intern!(py, "body"))? else {
+        return Ok(Bytes::new());
+    };
+    if let Ok(b) = body.cast::<PyBytes>() {
+        return Ok(Bytes::copy_from_slice(b.as_bytes()));
+    }
+    if body.is_instance_of::<PyByteArray>() || body.is_instance_of::<pyo3::types::PyMemoryView>() {
+        return with_bytes(&body, Bytes::copy_from_slice);
+    }
+    Err(PyTypeError::new_err(format!(
+        "http.response.body 'body' must be bytes, not {}",
+        body.get_type().name()?
+    )))
+}
+
+fn required<'py>(
+    message: &Bound<'py, PyAny>,
+    key: &Bound<'py, PyString>,
+) -> PyResult<Bound<'py, PyAny>> {
+    optional(message, key)?.ok_or_else(|| PyKeyError::new_err(key.clone().unbind()))
+}
+
+/// `message.get(key)`, without a method call for the usual dict.
+fn optional<'py>(
+    message: &Bound<'py, PyAny>,
+    key: &Bound<'py, PyString>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    if let Ok(dict) = message.cast::<PyDict>() {
+        return dict.get_item(key);
+    }
+    match message.get_item(key) {
+        Ok(value) => Ok(Some(value)),
+        Err(e) if e.is_instance_of::<PyKeyError>(message.py()) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The RuntimeError an app gets for a message out of order.
+pub fn unexpected(expected: &str, got: &str) -> PyErr {
+    PyRuntimeError::new_err(format!("Expected ASGI message '{expected}', got '{got}'"))
+}

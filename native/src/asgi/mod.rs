@@ -1,0 +1,23 @@
+//! ASGI apps on the native server (`-k native --interface asgi`): requests
+//! come through the RSGI bridge (the app runs on the worker's asyncio loop),
+//! the scope is built by `py::asgi_scope` (the asgi worker's builder too), and
+//! `receive`/`send` are methods of one native object per request whose
+//! results are awaitables completed without an asyncio Future when the
+//! answer is known at once (`send` of a buffered message, `receive` of an
+//! empty body).
+
+mod app;
+mod cycle;
+mod messages;
+
+pub use app::AsgiApp;
+pub use cycle::HttpCycle;
+pub use messages::{disconnect_message, request_message};
+
+use pyo3::prelude::*;
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<app::AsgiApp>()?;
+    m.add_class::<cycle::HttpCycle>()?;
+    Ok(())
+}

@@ -1,0 +1,98 @@
+//! The ASGI scope's request keys, one builder for every server: the asgi
+//! worker fills them from the `h1` head it parsed (`Request.asgi_scope`), the
+//! native engine from hyper's head (`asgi::cycle`). Both read the head through
+//! `HeadView`, as the WSGI environ builder does, so path decoding, root_path
+//! and the header list follow one set of rules.
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+
+use super::environ::{method_str, HeadView};
+
+/// Adds what the request defines to `scope` (which holds the connection's
+/// keys already): http_version, method (HTTP scopes only), path with
+/// `root_path` before it, raw_path, query_string and, unless the caller has
+/// its own list, headers.
+pub fn fill(
+    scope: &Bound<'_, PyDict>,
+    head: &impl HeadView,
+    root_path: &str,
+    with_method: bool,
+    headers: Option<Bound<'_, PyList>>,
+) -> PyResult<()> {
+    let py = scope.py();
+    scope.set_item(
+        intern!(py, "http_version"),
+        version_str(py, head.protocol()),
+    )?;
+    if with_method {
+        scope.set_item(intern!(py, "method"), method_str(py, head.method())?)?;
+    }
+    // The decoded path as UTF-8 (ASGI's `path` is text); a client's invalid
+    // sequences become U+FFFD rather than an error.
+    let decoded = String::from_utf8_lossy(head.path());
+    if root_path.is_empty() {
+        scope.set_item(intern!(py, "path"), PyString::new(py, &decoded))?;
+        scope.set_item(intern!(py, "raw_path"), PyBytes::new(py, head.raw_path()))?;
+    } else {
+        scope.set_item(intern!(py, "path"), format!("{root_path}{decoded}"))?;
+        let mut raw = Vec::with_capacity(root_path.len() + head.raw_path().len());
+        raw.extend_from_slice(root_path.as_bytes());
+        raw.extend_from_slice(head.raw_path());
+        scope.set_item(intern!(py, "raw_path"), PyBytes::new(py, &raw))?;
+    }
+    scope.set_item(intern!(py, "query_string"), PyBytes::new(py, head.query()))?;
+    let headers = match headers {
+        Some(list) => list,
+        None => header_list(py, head)?,
+    };
+    scope.set_item(intern!(py, "headers"), headers)?;
+    Ok(())
+}
+
+/// `[(name, value), ...]` as received, names lower-case. An HTTP/2 request
+/// without a Host field gets one from `:authority` first, so that apps find
+/// the host where HTTP/1.1 puts it (RFC 9113 8.3.1).
+pub fn header_list<'py>(py: Python<'py>, head: &impl HeadView) -> PyResult<Bound<'py, PyList>> {
+    let n = head.field_count();
+    let list = PyList::empty(py);
+    if let Some(host) = head.host_override() {
+        if !(0..n).any(|i| head.field(i).0 == b"host") {
+            list.append(pair(py, b"host", host)?)?;
+        }
+    }
+    for i in 0..n {
+        let (name, value) = head.field(i);
+        list.append(pair(py, name, value)?)?;
+    }
+    Ok(list)
+}
+
+fn pair<'py>(py: Python<'py>, name: &[u8], value: &[u8]) -> PyResult<Bound<'py, PyTuple>> {
+    PyTuple::new(py, [PyBytes::new(py, name), PyBytes::new(py, value)])
+}
+
+fn version_str<'py>(py: Python<'py>, protocol: &'static str) -> Bound<'py, PyString> {
+    match protocol {
+        "HTTP/1.0" => intern!(py, "1.0").clone(),
+        "HTTP/2" => intern!(py, "2").clone(),
+        _ => intern!(py, "1.1").clone(),
+    }
+}
+
+/// "addr:port" (or "[v6]:port") as ASGI's `(host, port)`; None for "" (a unix
+/// socket) or anything else without a port.
+pub fn address<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
+    let Some((host, port)) = text.rsplit_once(':') else {
+        return Ok(py.None().into_bound(py));
+    };
+    let Ok(port) = port.parse::<u16>() else {
+        return Ok(py.None().into_bound(py));
+    };
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    Ok((host, port).into_pyobject(py)?.into_any())
+}
