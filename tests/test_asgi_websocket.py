@@ -1,4 +1,5 @@
-"""WebSocket on `supervise -k asgi`: the real server, real sockets, both --ws libraries.
+"""WebSocket on `supervise -k asgi` (both --ws libraries) and on the engine (`-k native`):
+the real server, real sockets.
 
 The websockets client where it shows what a user sees; raw sockets where a
 client library would hide the behaviour (dropped connections, bare close
@@ -27,18 +28,23 @@ from ws_raw import KEY, close_code, frame, handshake, read_frame
 from supervise.http import asgi_ws
 
 IMPLEMENTATIONS = ["websockets", "wsproto"]
+# The engine (-k native) runs the same suite: its frames are tungstenite's, in Rust.
+SERVERS = [*IMPLEMENTATIONS, "native"]
 
 
-@pytest.fixture(params=IMPLEMENTATIONS)
+@pytest.fixture(params=SERVERS)
 def ws_impl(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
 @pytest.fixture
 def serve(start_server, ws_impl):
-    """serve(*extra_args, app="asgi_ws_apps:echo") -> a running asgi server."""
+    """serve(*extra_args, app="asgi_ws_apps:echo") -> a running server: the asgi
+    worker with one --ws library, or the engine."""
 
     def start(*args: str, app: str = "asgi_ws_apps:echo"):
+        if ws_impl == "native":
+            return start_server("-k", "native", *args, app)
         return start_server("-k", "asgi", "--ws", ws_impl, *args, app)
 
     return start
@@ -86,7 +92,9 @@ def test_subprotocol_and_accept_headers(serve) -> None:
         assert ws.recv(timeout=10) == "x"
 
 
-def test_per_message_deflate_negotiated(serve) -> None:
+def test_per_message_deflate_negotiated(serve, ws_impl) -> None:
+    if ws_impl == "native":
+        pytest.skip("the engine's WebSockets (tungstenite, as -k rsgi) have no permessage-deflate")
     server = serve()
     with connect(url(server), open_timeout=10) as ws:
         assert "permessage-deflate" in ws.response.headers["sec-websocket-extensions"]
@@ -392,6 +400,8 @@ def fake_session(ws_impl: str, app) -> tuple[asyncio.AbstractEventLoop, Any, Fak
 
 
 def test_reading_pauses_while_the_app_lags(ws_impl: str) -> None:
+    if ws_impl == "native":
+        pytest.skip("the asgi worker's protocol class; the engine's session: test_rsgi_websocket")
     gate = asyncio.Event()
     received = []
 
@@ -421,6 +431,9 @@ def test_reading_pauses_while_the_app_lags(ws_impl: str) -> None:
 
 
 def test_handshake_timeout_answers_503(ws_impl: str) -> None:
+    if ws_impl == "native":
+        pytest.skip("the asgi worker's protocol class; the engine's session: test_rsgi_websocket")
+
     async def app(scope, receive, send):
         await receive()
         await asyncio.sleep(3600)

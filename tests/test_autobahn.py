@@ -1,5 +1,6 @@
 """Autobahn|Testsuite (wstest 0.8.2, fuzzingclient) against `supervise -k asgi` (both
---ws libraries) and `supervise -k rsgi` (RSGI echo app), sections 1-10.
+--ws libraries), `supervise -k rsgi` (RSGI echo app) and `supervise -k native`
+(the ASGI echo app on the engine), sections 1-10.
 
 wstest is a Python 2.7 program: it is installed once into a cache directory
 outside the repository (pyenv's 2.7.18, as ../shared/conformance/README.md
@@ -74,11 +75,12 @@ def wstest() -> list[str]:
 
 
 # (worker class, --ws, echo app): the asgi worker with each library, the rsgi
-# worker with its native codec.
+# worker and the engine's ASGI adapter with the native codec.
 TARGETS = {
     "asgi-websockets": ("asgi", "websockets", "asgi_ws_apps:echo"),
     "asgi-wsproto": ("asgi", "wsproto", "asgi_ws_apps:echo"),
     "rsgi": ("rsgi", "auto", "rsgi_ws_apps:echo"),
+    "native-asgi": ("native", "auto", "asgi_ws_apps:echo"),
 }
 
 

@@ -107,11 +107,12 @@ def _base_env() -> dict[str, str]:
     return env
 
 
-def test_fastapi_app(start_server):
+@pytest.mark.parametrize("worker", ["asgi", "native"])
+def test_fastapi_app(start_server, worker):
     pytest.importorskip("fastapi")
     from websockets.sync.client import connect
 
-    server = start_server("-k", "asgi", "-w", "2", "main:app", cwd=EXAMPLES / "fastapi_app")
+    server = start_server("-k", worker, "-w", "2", "main:app", cwd=EXAMPLES / "fastapi_app")
     status, _, body = server.get("/")
     assert (status, json.loads(body)) == (200, {"message": "Hello from FastAPI", "scheme": "http"})
     assert json.loads(server.get("/items/7?q=x")[2]) == {"item_id": 7, "q": "x"}

@@ -192,8 +192,6 @@ def test_hup_and_ctl_reload_under_load_lose_nothing(start_server, nginx, any_wor
 
 @pytest.mark.parametrize("worker", worker_params("asgi") + worker_params("rsgi"))
 def test_websocket_through_nginx(start_server, nginx, worker, tmp_path):
-    if worker == "native":
-        pytest.skip("WebSockets for ASGI apps on the engine are not there yet")
     _, sock = _serve(start_server, tmp_path, worker)
     port = free_port()
     proxy = nginx(port, http=Nginx.site(str(sock), f"127.0.0.1:{port}"))

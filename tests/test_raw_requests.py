@@ -42,9 +42,9 @@ def serve_echo(worker: str, log_dir: Path) -> Iterator[Server]:
         server.wait_serving()
         server.boot_workers = server.workers()  # type: ignore[attr-defined]
         server.interface = interface_of(worker)  # type: ignore[attr-defined]
-        # Whether upgrades go to a WebSocket handshake: not yet for ASGI apps on
-        # the engine, which serves them as plain requests (as with --ws off).
-        server.websockets = server.interface in ("asgi", "rsgi") and worker != "native"  # type: ignore[attr-defined]
+        # Whether upgrades go to a WebSocket handshake (the WSGI servers answer
+        # them as plain requests).
+        server.websockets = server.interface in ("asgi", "rsgi")  # type: ignore[attr-defined]
         yield server
     finally:
         shutdown(server)

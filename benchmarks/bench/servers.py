@@ -338,9 +338,7 @@ def supervise_servers(venv: Venv, log) -> list[Server]:
                     wc.features,
                     probe_features=True,
                     explicit=True,
-                    note=f"-k {wc.worker or kind} {' '.join(wc.extra)} {METRICS_FLAG} unix:...".replace(
-                        "  ", " "
-                    ),
+                    note=" ".join(["-k", wc.worker or kind, *wc.extra, METRICS_FLAG, "unix:..."]),
                 )
             )
         for suffix, access in ((ACCESS_SUFFIX, "text"), (ACCESS_JSON_SUFFIX, "json")):

@@ -1,6 +1,7 @@
 """A FastAPI app served by the asgi worker: JSON, streaming, files and a WebSocket.
 
 cd examples/fastapi_app && supervise -k asgi -w 2 main:app
+cd examples/fastapi_app && supervise -k native -w 2 main:app   # on the native engine
 """
 
 from __future__ import annotations

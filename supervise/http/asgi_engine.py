@@ -46,7 +46,7 @@ def make_handler(
         if record is not None:
             record(status, elapsed, sent)
         if access_log:
-            log.access(_AccessRecord(status, sent), None, _environ(scope), elapsed)
+            log.access(_AccessRecord(status, sent), None, access_environ(scope), elapsed)
 
     async def handle(scope: dict[str, Any], cycle: Any) -> None:
         started = perf_counter() if measured else 0.0
@@ -78,7 +78,7 @@ def make_handler(
     return handle
 
 
-def _environ(scope: dict[str, Any]) -> dict[str, str]:
+def access_environ(scope: dict[str, Any]) -> dict[str, str]:
     """What the access log atoms read, in WSGI's names."""
     query = scope["query_string"].decode("latin-1")
     path = scope["raw_path"].decode("latin-1")

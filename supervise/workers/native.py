@@ -25,7 +25,7 @@ import asyncio
 from typing import Any
 
 from supervise import _native, loading
-from supervise.http import asgi_engine
+from supervise.http import asgi_engine, asgi_engine_ws
 from supervise.http.asgi_lifespan import Lifespan
 from supervise.http.proxy import ProxyRules
 from supervise.http.wsgi_engine import wsgi_app
@@ -88,11 +88,11 @@ class NativeWorker(RsgiWorker):
         )
         if not self.run_loop(self.lifespan.startup()):
             raise SystemExit(APP_LOAD_ERROR)
-        handler = asgi_engine.make_handler(
-            app=self.app, log=self.log, access_log=self.log.access_enabled, record=self.record
-        )
+        calls = {"app": self.app, "log": self.log, "record": self.record}
+        access = self.log.access_enabled
         app = _native.AsgiApp(
-            handler=handler,
+            handler=asgi_engine.make_handler(**calls, access_log=access),
+            ws_handler=asgi_engine_ws.make_ws_handler(**calls, access_log=access),
             root_path=cfg.root_path or "",
             asgi=version,
             state=state,
@@ -103,7 +103,7 @@ class NativeWorker(RsgiWorker):
             event_loop=loop,
             threads=cfg.runtime_threads,
             mode=cfg.runtime_mode,
-            ws=False,
+            ws=cfg.ws != "off",
             proxy=ProxyRules(cfg).native(),
         )
         loop.add_reader(self.server.fileno(), self.server.drain)

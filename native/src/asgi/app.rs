@@ -16,6 +16,9 @@ use crate::wsgi::HyperHead;
 pub struct AsgiApp {
     /// `handler(scope, cycle)` returns the coroutine that runs the app.
     pub(crate) handler: Py<PyAny>,
+    /// `ws_handler(scope, protocol)`: the same for a WebSocket handshake,
+    /// over the RSGI WebSocket protocol object (`http/asgi_engine_ws.py`).
+    pub(crate) ws_handler: Py<PyAny>,
     root_path: String,
     /// The `asgi` key: {"version": "3.0", "spec_version": ...}.
     asgi: Py<PyDict>,
@@ -28,9 +31,10 @@ pub struct AsgiApp {
 #[pymethods]
 impl AsgiApp {
     #[new]
-    #[pyo3(signature = (*, handler, root_path, asgi, state, extensions))]
+    #[pyo3(signature = (*, handler, ws_handler, root_path, asgi, state, extensions))]
     fn new(
         handler: Py<PyAny>,
+        ws_handler: Py<PyAny>,
         root_path: String,
         asgi: Py<PyDict>,
         state: Py<PyDict>,
@@ -38,6 +42,7 @@ impl AsgiApp {
     ) -> Self {
         AsgiApp {
             handler,
+            ws_handler,
             root_path,
             asgi,
             state,
@@ -55,11 +60,53 @@ impl AsgiApp {
         conn: &ConnInfo,
         proxied: &Proxied,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let scope = PyDict::new(py);
+        let scope = self.base(py, conn, proxied)?;
         scope.set_item(intern!(py, "type"), intern!(py, "http"))?;
-        scope.set_item(intern!(py, "asgi"), self.asgi.bind(py))?;
         let scheme = proxied.scheme.as_deref().unwrap_or(conn.scheme);
         scope.set_item(intern!(py, "scheme"), scheme)?;
+        scope.set_item(intern!(py, "extensions"), self.extensions.bind(py))?;
+        asgi_scope::fill(&scope, &HyperHead::new(head), &self.root_path, true, None)?;
+        Ok(scope)
+    }
+
+    /// The `websocket` scope of a handshake request.
+    pub fn websocket_scope<'py>(
+        &self,
+        py: Python<'py>,
+        head: &Parts,
+        conn: &ConnInfo,
+        proxied: &Proxied,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let scope = self.base(py, conn, proxied)?;
+        scope.set_item(intern!(py, "type"), intern!(py, "websocket"))?;
+        let scheme = proxied.scheme.as_deref().unwrap_or(conn.scheme);
+        let scheme = if scheme == "https" { "wss" } else { "ws" };
+        scope.set_item(intern!(py, "scheme"), scheme)?;
+        let offered: Vec<String> = head
+            .headers
+            .get_all(hyper::header::SEC_WEBSOCKET_PROTOCOL)
+            .iter()
+            .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+            .map(|p| String::from_utf8_lossy(p.trim_ascii()).into_owned())
+            .filter(|p| !p.is_empty())
+            .collect();
+        scope.set_item(intern!(py, "subprotocols"), offered)?;
+        let extensions = PyDict::new(py);
+        extensions.set_item("websocket.http.response", PyDict::new(py))?;
+        scope.set_item(intern!(py, "extensions"), extensions)?;
+        asgi_scope::fill(&scope, &HyperHead::new(head), &self.root_path, false, None)?;
+        Ok(scope)
+    }
+
+    /// The keys every scope of the connection shares.
+    fn base<'py>(
+        &self,
+        py: Python<'py>,
+        conn: &ConnInfo,
+        proxied: &Proxied,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let scope = PyDict::new(py);
+        scope.set_item(intern!(py, "asgi"), self.asgi.bind(py))?;
         let client = proxied.client.as_deref().unwrap_or(&conn.client);
         scope.set_item(intern!(py, "client"), asgi_scope::address(py, client)?)?;
         scope.set_item(
@@ -68,8 +115,6 @@ impl AsgiApp {
         )?;
         scope.set_item(intern!(py, "root_path"), &self.root_path)?;
         scope.set_item(intern!(py, "state"), self.state.bind(py).copy()?)?;
-        scope.set_item(intern!(py, "extensions"), self.extensions.bind(py))?;
-        asgi_scope::fill(&scope, &HyperHead::new(head), &self.root_path, true, None)?;
         Ok(scope)
     }
 }

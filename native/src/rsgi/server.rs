@@ -390,8 +390,17 @@ impl RsgiServer {
             }
         };
         let result = (|| -> PyResult<()> {
-            let scope = Py::new(py, Scope::websocket(head, conn, proxied))?;
-            let coro = self.handler()?.call1(py, (scope, proto.clone_ref(py)))?;
+            let coro = match &self.asgi {
+                Some(app) => {
+                    let app = app.get();
+                    let scope = app.websocket_scope(py, &head, &conn, &proxied)?;
+                    app.ws_handler.call1(py, (scope, proto.clone_ref(py)))?
+                }
+                None => {
+                    let scope = Py::new(py, Scope::websocket(head, conn, proxied))?;
+                    self.handler()?.call1(py, (scope, proto.clone_ref(py)))?
+                }
+            };
             self.create_task.call1(py, (coro,))?;
             Ok(())
         })();

@@ -30,7 +30,7 @@ enum State {
     /// Not answered yet.
     Handshake(oneshot::Sender<WsAnswer>),
     /// Accepted; the sender until the app's close code went through it.
-    Accepted(Option<oneshot::Sender<u16>>),
+    Accepted(Option<oneshot::Sender<(u16, String)>>),
     /// Refused (or the handshake was over before the app answered).
     Refused,
 }
@@ -43,6 +43,7 @@ pub struct WebsocketProtocol {
     app_closed: Arc<AtomicBool>,
     /// 101 once accepted, the refusal status otherwise (0 until then), for the access log.
     status: AtomicU16,
+    tracker: Arc<crate::server::Tracker>,
 }
 
 /// RFC 6455 7.4.1 and the IANA registry: the codes an endpoint may send.
@@ -68,6 +69,7 @@ impl WebsocketProtocol {
             state: Mutex::new(State::Handshake(ex.answer)),
             app_closed: Arc::new(AtomicBool::new(false)),
             status: AtomicU16::new(0),
+            tracker: ex.tracker,
         };
         (proto, ex.head, ex.conn)
     }
@@ -91,11 +93,11 @@ impl WebsocketProtocol {
     }
 
     /// Sends the close code unless one was sent; true if this did.
-    fn close_with(&self, state: &mut State, code: u16) -> bool {
+    fn close_with(&self, state: &mut State, code: u16, reason: &str) -> bool {
         if let State::Accepted(closer) = state {
             if let Some(tx) = closer.take() {
                 self.app_closed.store(true, Ordering::Relaxed);
-                let _ = tx.send(code);
+                let _ = tx.send((code, reason.to_owned()));
                 return true;
             }
         }
@@ -106,7 +108,15 @@ impl WebsocketProtocol {
 #[pymethods]
 impl WebsocketProtocol {
     /// Accept the upgrade: awaits the transport (the 101 is written first).
-    fn accept(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+    /// `headers` (beyond RSGI, for the ASGI adapter): (name, value) byte
+    /// pairs the 101 carries too, checked as response fields are.
+    #[pyo3(signature = (*, headers = None))]
+    fn accept(
+        &self,
+        py: Python<'_>,
+        headers: Option<Vec<(Vec<u8>, Vec<u8>)>>,
+    ) -> PyResult<Py<PyAny>> {
+        let extra = extra_headers(headers.unwrap_or_default())?;
         let mut state = self.lock();
         let answer = match std::mem::replace(&mut *state, State::Refused) {
             State::Handshake(tx) => tx,
@@ -153,6 +163,7 @@ impl WebsocketProtocol {
             outgoing: out_rx,
             close: close_rx,
             opened,
+            headers: extra,
         };
         if answer.send(WsAnswer::Accept(accept)).is_err() {
             // The server gave up on the handshake: stop, timeout, client gone.
@@ -165,9 +176,13 @@ impl WebsocketProtocol {
         Ok(fut)
     }
 
-    /// Before accept: refuse with this HTTP status. After: close with this code.
-    #[pyo3(signature = (status = None))]
-    fn close(&self, status: Option<i64>) -> PyResult<()> {
+    /// Before accept: refuse with this HTTP status. After: close with this
+    /// code (and, beyond RSGI, `reason`: at most 123 bytes, RFC 6455 5.5).
+    #[pyo3(signature = (status = None, reason = ""))]
+    fn close(&self, status: Option<i64>, reason: &str) -> PyResult<()> {
+        if reason.len() > 123 {
+            return Err(PyValueError::new_err("a close reason is at most 123 bytes"));
+        }
         if self.refuse(refusal(status)) {
             return Ok(());
         }
@@ -183,9 +198,51 @@ impl WebsocketProtocol {
                     )))
                 }
             };
-            self.close_with(&mut state, code);
+            self.close_with(&mut state, code, reason);
         }
         Ok(())
+    }
+
+    /// Beyond RSGI, for the ASGI adapter's denial response: instead of the
+    /// upgrade, this response (the connection then closes). False when the
+    /// handshake was answered already.
+    fn respond(
+        &self,
+        status: u16,
+        headers: Vec<(Vec<u8>, Vec<u8>)>,
+        body: Vec<u8>,
+    ) -> PyResult<bool> {
+        let status = StatusCode::from_u16(status)
+            .ok()
+            .filter(|s| s.as_u16() >= 200)
+            .ok_or_else(|| PyValueError::new_err(format!("invalid status {status}")))?;
+        let fields = headers
+            .iter()
+            .map(|(n, v)| {
+                crate::h1::check_field(n, v)
+                    .map(|kind| (&n[..], &v[..], kind))
+                    .map_err(|e| {
+                        PyValueError::new_err(format!("{e}: {:?}", String::from_utf8_lossy(n)))
+                    })
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let headers = crate::server::app_fields::header_map(status.as_u16(), fields.into_iter())
+            .map_err(PyValueError::new_err)?;
+        let mut state = self.lock();
+        if !matches!(*state, State::Handshake(_)) {
+            return Ok(false);
+        }
+        let State::Handshake(tx) = std::mem::replace(&mut *state, State::Refused) else {
+            unreachable!()
+        };
+        self.status.store(status.as_u16(), Ordering::Relaxed);
+        let body = bytes::Bytes::from(body);
+        let _ = tx.send(WsAnswer::Respond {
+            status,
+            headers,
+            body,
+        });
+        Ok(true)
     }
 
     /// Called by the wrapper when the app returned (`error` False) or raised.
@@ -201,7 +258,7 @@ impl WebsocketProtocol {
         }
         let mut state = self.lock();
         let accepted = matches!(*state, State::Accepted(_));
-        self.close_with(&mut state, if error { 1011 } else { 1000 });
+        self.close_with(&mut state, if error { 1011 } else { 1000 }, "");
         let outcome = match (error, accepted) {
             (false, _) => Finish::Answered,
             (true, true) => Finish::CutOff,
@@ -210,8 +267,43 @@ impl WebsocketProtocol {
         outcome as u8
     }
 
+    /// Beyond RSGI: resolves once the exchange is over (the handshake refused,
+    /// by the app or by the server, or the session ended); what the ASGI
+    /// adapter's receive before accept waits for.
+    fn client_disconnect(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        if self.tracker.is_gone() {
+            return self.ctx.ready(py, py.None());
+        }
+        let fut = self.ctx.future(py)?;
+        let waiter = fut.clone_ref(py);
+        let bridge = self.ctx.bridge.clone();
+        self.tracker.on_gone(Box::new(move || {
+            bridge.push(Event::Ready(waiter, super::bridge::Outcome::None))
+        }));
+        Ok(fut)
+    }
+
     #[getter]
     fn _status(&self) -> u16 {
         self.status.load(Ordering::Relaxed)
     }
+}
+
+/// The extra fields of a 101, checked as response fields are.
+fn extra_headers(pairs: Vec<(Vec<u8>, Vec<u8>)>) -> PyResult<hyper::HeaderMap> {
+    let mut map = hyper::HeaderMap::new();
+    for (name, value) in pairs {
+        let invalid = || {
+            PyValueError::new_err(format!(
+                "invalid header {:?}: {:?}",
+                String::from_utf8_lossy(&name),
+                String::from_utf8_lossy(&value)
+            ))
+        };
+        crate::h1::check_field(&name, &value).map_err(|_| invalid())?;
+        let n = hyper::header::HeaderName::from_bytes(&name).map_err(|_| invalid())?;
+        let v = hyper::header::HeaderValue::from_bytes(&value).map_err(|_| invalid())?;
+        map.append(n, v);
+    }
+    Ok(map)
 }

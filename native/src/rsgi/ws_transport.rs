@@ -40,13 +40,18 @@ const KIND_STRING: u8 = 2;
 const CLOSED: &str = "the WebSocket is closed";
 
 /// One received message: `kind` 0 (closed), 1 (bytes) or 2 (str), and `data`
-/// (None for a close).
+/// (None for a close). Beyond RSGI, a close carries its `code` and `reason`
+/// (the ASGI adapter's websocket.disconnect).
 #[pyclass(module = "supervise._native", frozen)]
 pub struct WebsocketMessage {
     #[pyo3(get)]
     kind: u8,
     #[pyo3(get)]
     data: Option<Py<PyAny>>,
+    #[pyo3(get)]
+    code: u16,
+    #[pyo3(get)]
+    reason: String,
 }
 
 #[pymethods]
@@ -57,15 +62,28 @@ impl WebsocketMessage {
 }
 
 fn message(py: Python<'_>, m: &WsIn) -> PyResult<Py<PyAny>> {
-    let (kind, data) = match m {
-        WsIn::Binary(b) => (KIND_BYTES, Some(PyBytes::new(py, b).into_any().unbind())),
+    let (kind, data, code, reason) = match m {
+        WsIn::Binary(b) => (
+            KIND_BYTES,
+            Some(PyBytes::new(py, b).into_any().unbind()),
+            0,
+            String::new(),
+        ),
         WsIn::Text(t) => (
             KIND_STRING,
             Some(PyString::new(py, t.as_str()).into_any().unbind()),
+            0,
+            String::new(),
         ),
-        WsIn::Closed => (KIND_CLOSE, None),
+        WsIn::Closed(code, reason) => (KIND_CLOSE, None, *code, reason.clone()),
     };
-    Ok(Py::new(py, WebsocketMessage { kind, data })?.into_any())
+    let message = WebsocketMessage {
+        kind,
+        data,
+        code,
+        reason,
+    };
+    Ok(Py::new(py, message)?.into_any())
 }
 
 /// The receive side of one session, kept on the loop thread.
@@ -118,7 +136,9 @@ impl Receiving {
                 .map(drop)
         });
         match delivered {
-            Ok(()) if matches!(m, WsIn::Closed) => self.closed_seen.store(true, Ordering::Relaxed),
+            Ok(()) if matches!(m, WsIn::Closed(..)) => {
+                self.closed_seen.store(true, Ordering::Relaxed)
+            }
             Ok(()) => {}
             // The app cancelled that receive: the message waits for the next.
             Err(_) => self.inbox.put_back(m),
@@ -199,7 +219,7 @@ impl WebsocketTransport {
         }
         match recv.inbox.take() {
             Some(m) => {
-                if matches!(m, WsIn::Closed) {
+                if matches!(m, WsIn::Closed(..)) {
                     recv.closed_seen.store(true, Ordering::Relaxed);
                 }
                 self.ctx.ready(py, message(py, &m)?)

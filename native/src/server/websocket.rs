@@ -48,11 +48,20 @@ pub struct WsExchange {
     pub conn: Arc<ConnInfo>,
     pub answer: oneshot::Sender<WsAnswer>,
     pub runtime: tokio::runtime::Handle,
+    /// Over when the handshake was refused (by the app or the server: stop,
+    /// timeout, client gone) or the session ended.
+    pub tracker: Arc<Tracker>,
 }
 
 pub enum WsAnswer {
     /// Not upgraded: this HTTP status, and the connection closes.
     Refuse(StatusCode),
+    /// Not upgraded: the app's own response (ASGI's denial response).
+    Respond {
+        status: StatusCode,
+        headers: HeaderMap,
+        body: bytes::Bytes,
+    },
     Accept(WsAccept),
 }
 
@@ -62,8 +71,11 @@ pub struct WsAccept {
     pub inbox: Arc<WsInbox>,
     /// Messages to send, in order; the sender awaits when it is full.
     pub outgoing: mpsc::Receiver<Message>,
-    /// The close code the app ends the session with.
-    pub close: oneshot::Receiver<u16>,
+    /// The close code and reason the app ends the session with.
+    pub close: oneshot::Receiver<(u16, String)>,
+    /// Fields the 101 carries besides the handshake's own
+    /// (Sec-WebSocket-Protocol, an app's Set-Cookie).
+    pub headers: HeaderMap,
     /// Called once: true when the 101 is written and frames flow, false when
     /// the client left before that.
     pub opened: Box<dyn FnOnce(bool) + Send>,
@@ -160,17 +172,15 @@ pub async fn upgrade(
     };
     // The whole session is one exchange: in flight until it ends, then one
     // request for max_requests.
-    let guard = ExchangeGuard::new(
-        Arc::new(Tracker::default()),
-        shared.counters.clone(),
-        conn.clone(),
-    );
+    let tracker = Arc::new(Tracker::default());
+    let guard = ExchangeGuard::new(tracker.clone(), shared.counters.clone(), conn.clone());
     let (tx, rx) = oneshot::channel();
     shared.dispatch.dispatch_ws(WsExchange {
         head,
         conn,
         answer: tx,
         runtime: tokio::runtime::Handle::current(),
+        tracker,
     });
     let answer = tokio::select! {
         answer = rx => answer.ok(),
@@ -178,10 +188,12 @@ pub async fn upgrade(
         _ = tokio::time::sleep(HANDSHAKE_TIMEOUT) => return unavailable(),
     };
     match answer {
-        Some(WsAnswer::Accept(accept)) => {
+        Some(WsAnswer::Accept(mut accept)) => {
+            let extra = std::mem::take(&mut accept.headers);
             tokio::spawn(ws_session::run(on_upgrade, accept, shared.clone(), guard));
             let mut r = Response::new(ResponseBody::new(Framing::Empty, None));
             *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+            *r.headers_mut() = extra;
             let h = r.headers_mut();
             h.insert(UPGRADE, HeaderValue::from_static("websocket"));
             h.insert(CONNECTION, HeaderValue::from_static("Upgrade"));
@@ -192,6 +204,22 @@ pub async fn upgrade(
         }
         Some(WsAnswer::Refuse(status)) => {
             plain(status, status.canonical_reason().unwrap_or(""), true)
+        }
+        Some(WsAnswer::Respond {
+            status,
+            mut headers,
+            body,
+        }) => {
+            headers.insert(CONNECTION, HeaderValue::from_static("close"));
+            let framing = if body.is_empty() {
+                Framing::Empty
+            } else {
+                Framing::Full(Some(body))
+            };
+            let mut r = Response::new(ResponseBody::new(framing, None));
+            *r.status_mut() = status;
+            *r.headers_mut() = headers;
+            r
         }
         // The answerer dropped the session (it logs why).
         None => plain(

@@ -39,6 +39,11 @@ use super::body::ExchangeGuard;
 use super::runtime::Shared;
 use super::websocket::WsAccept;
 
+/// RFC 6455 7.1.5: the connection broke without a close frame.
+const ABNORMAL: u16 = 1006;
+/// RFC 6455 7.1.5: a close frame without a code.
+const NO_STATUS: u16 = 1005;
+
 /// How long the peer has to answer our close frame before the connection is dropped.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Received messages waiting for the app: reading pauses at HIGH, resumes at LOW.
@@ -57,8 +62,9 @@ pub enum WsIn {
     Binary(Bytes),
     Text(Utf8Bytes),
     /// The session is over (closed by either side, or the connection broke);
-    /// always the last one.
-    Closed,
+    /// always the last one. The close code and reason: the peer's, ours, or
+    /// 1006 when the connection broke without a close frame.
+    Closed(u16, String),
 }
 
 struct InboxState {
@@ -142,14 +148,16 @@ impl WsInbox {
         }
     }
 
-    fn end(&self) {
+    /// No more messages: `Closed(code, reason)` is queued last (only the
+    /// first end counts).
+    pub fn end(&self, code: u16, reason: &str) {
         let wake = {
             let mut st = self.lock();
             if st.ended {
                 return;
             }
             st.ended = true;
-            st.queue.push_back(WsIn::Closed);
+            st.queue.push_back(WsIn::Closed(code, reason.to_owned()));
             std::mem::take(&mut st.want)
         };
         if wake {
@@ -175,11 +183,12 @@ pub async fn run(upgrade: OnUpgrade, accept: WsAccept, shared: Arc<Shared>, guar
         outgoing,
         close,
         opened,
+        ..
     } = accept;
     let io = match upgrade.await {
         Ok(io) => io,
         Err(_) => {
-            inbox.end();
+            inbox.end(ABNORMAL, "");
             opened(false);
             return;
         }
@@ -218,7 +227,7 @@ pub async fn run(upgrade: OnUpgrade, accept: WsAccept, shared: Arc<Shared>, guar
     };
     opened(true);
     session.drive().await;
-    inbox.end();
+    inbox.end(ABNORMAL, "");
     drop(session);
     drop(guard);
 }
@@ -226,7 +235,8 @@ pub async fn run(upgrade: OnUpgrade, accept: WsAccept, shared: Arc<Shared>, guar
 enum Event {
     In(Option<Result<Message, WsError>>),
     Out(Message),
-    AppClose(Option<u16>),
+    /// The app's close code and reason; None when it dropped the session.
+    AppClose(Option<(u16, String)>),
     Stop,
     Timer,
     /// The connection failed under a write, or a failed session's close
@@ -239,7 +249,7 @@ struct Session {
     inbox: Arc<WsInbox>,
     outgoing: mpsc::Receiver<Message>,
     outgoing_open: bool,
-    close: Option<oneshot::Receiver<u16>>,
+    close: Option<oneshot::Receiver<(u16, String)>>,
     stop: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     timer: Pin<Box<Sleep>>,
     timer_at: Option<Instant>,
@@ -330,11 +340,14 @@ impl Session {
                 // tungstenite queued the pong; it goes out with the next flush.
                 Message::Ping(_) => self.dirty = true,
                 Message::Pong(_) => self.pong_due = None,
-                Message::Close(_) => {
+                Message::Close(frame) => {
                     // The peer's close (tungstenite queued the echo), or its
                     // answer to ours: the stream ends after the flush.
                     if self.open {
-                        self.closing();
+                        let (code, reason) = frame.map_or((NO_STATUS, String::new()), |f| {
+                            (u16::from(f.code), f.reason.as_str().to_owned())
+                        });
+                        self.closing(code, &reason);
                     }
                     self.dirty = true;
                 }
@@ -366,16 +379,17 @@ impl Session {
                     }
                 }
             }
-            Event::AppClose(code) if self.open => {
+            Event::AppClose(close) if self.open => {
                 // What the app sent before closing goes out before the close frame.
                 while let Ok(m) = self.outgoing.try_recv() {
                     if !self.send(m) {
                         return false;
                     }
                 }
-                return self.close(code.unwrap_or(1011));
+                let (code, reason) = close.unwrap_or((1011, String::new()));
+                return self.close_with(code, &reason);
             }
-            Event::Stop if self.open => return self.close(1012),
+            Event::Stop if self.open => return self.close_with(1012, "service restart"),
             Event::AppClose(_) | Event::Stop => {}
             Event::Timer => return self.on_timer(),
         }
@@ -410,20 +424,24 @@ impl Session {
         Pin::new(&mut self.ws).start_send(m).is_ok()
     }
 
-    fn closing(&mut self) {
+    fn closing(&mut self, code: u16, reason: &str) {
         self.open = false;
         self.next_ping = None;
         self.pong_due = None;
         self.deadline = Some(Instant::now() + CLOSE_TIMEOUT);
-        self.inbox.end();
+        self.inbox.end(code, reason);
     }
 
     /// Our close frame; the session then waits for the peer's answer.
     fn close(&mut self, code: u16) -> bool {
-        self.closing();
+        self.close_with(code, "")
+    }
+
+    fn close_with(&mut self, code: u16, reason: &str) -> bool {
+        self.closing(code, reason);
         self.send(Message::Close(Some(CloseFrame {
             code: code.into(),
-            reason: Utf8Bytes::default(),
+            reason: Utf8Bytes::from(reason.to_owned()),
         })))
     }
 }
