@@ -22,6 +22,9 @@ replaces a worker whose app is stuck.
 from __future__ import annotations
 
 import asyncio
+import functools
+import sys
+from collections.abc import Callable
 from typing import Any
 
 from supervise import _native, loading
@@ -105,6 +108,7 @@ class NativeWorker(RsgiWorker):
             mode=cfg.runtime_mode,
             ws=cfg.ws != "off",
             proxy=ProxyRules(cfg).native(),
+            start_task=task_starter(loop),
         )
         loop.add_reader(self.server.fileno(), self.server.drain)
 
@@ -117,3 +121,14 @@ class NativeWorker(RsgiWorker):
             await self.lifespan.shutdown(budget)
         else:
             await super().after_serving(budget)
+
+
+def task_starter(loop: asyncio.AbstractEventLoop) -> Callable[[Any], Any]:
+    """How each ASGI request's coroutine becomes a Task. From Python 3.12, an
+    eager one: it runs at once, up to its first real wait, inside the
+    bridge's drain, so an app that answers without waiting (most requests)
+    costs no loop turn and its Task is never scheduled; the app still runs
+    in a real Task (``current_task()``, cancel scopes, contextvars)."""
+    if sys.version_info >= (3, 12):
+        return functools.partial(asyncio.Task, loop=loop, eager_start=True)
+    return loop.create_task

@@ -23,7 +23,7 @@ use tokio::sync::mpsc::error::TrySendError;
 
 use super::messages::{self, Sent};
 use crate::rsgi::body::{server_error, BodyStream};
-use crate::rsgi::bridge::{Event, Outcome};
+use crate::rsgi::bridge::{Event, Outcome, Prefetched};
 use crate::rsgi::server::LoopCtx;
 use crate::server::{ConnInfo, Exchange, Reply, ReplySlot, Tracker};
 
@@ -35,6 +35,8 @@ const BATCH: usize = 256 * 1024;
 const STREAM_DEPTH: usize = 4;
 
 enum Inbound {
+    /// The whole body, read before the hand-over (`BridgeDispatch`).
+    Read(Bytes),
     Unread(Incoming),
     Reading(Arc<BodyStream>),
     /// The last `http.request` message was given: only a disconnect is left.
@@ -88,7 +90,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl HttpCycle {
-    pub fn new(ctx: Arc<LoopCtx>, ex: Exchange) -> (Self, hyper::http::request::Parts) {
+    /// `body`: the whole body when it was read already.
+    pub fn new(
+        ctx: Arc<LoopCtx>,
+        ex: Exchange,
+        body: Option<Prefetched>,
+    ) -> (Self, hyper::http::request::Parts) {
+        let cut = matches!(body, Some(Prefetched::Cut));
         let cycle = HttpCycle {
             ctx,
             conn: ex.conn,
@@ -96,11 +104,15 @@ impl HttpCycle {
             reply: ex.reply,
             tracker: ex.tracker,
             limit_body: ex.limit_body,
-            inbound: Mutex::new(Inbound::Unread(ex.body)),
+            inbound: Mutex::new(match body {
+                Some(Prefetched::Whole(body)) => Inbound::Read(body),
+                Some(Prefetched::Cut) => Inbound::Delivered,
+                None => Inbound::Unread(ex.body),
+            }),
             outbound: Mutex::new(Outbound::NotStarted),
             status: AtomicU16::new(0),
             sent: AtomicU64::new(0),
-            client_left: Arc::default(),
+            client_left: Arc::new(AtomicBool::new(cut)),
         };
         (cycle, ex.head)
     }
@@ -293,6 +305,14 @@ impl HttpCycle {
             Inbound::Delivered => {
                 drop(inbound);
                 return self.disconnect(py, response_done);
+            }
+            Inbound::Read(_) => {
+                let Inbound::Read(body) = std::mem::replace(&mut *inbound, Inbound::Delivered)
+                else {
+                    unreachable!()
+                };
+                let message = messages::request_message(py, &body, false)?;
+                return self.ctx.ready(py, message.into_any().unbind());
             }
             Inbound::Unread(body) if body.is_end_stream() => {
                 *inbound = Inbound::Delivered;

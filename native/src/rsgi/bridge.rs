@@ -28,11 +28,19 @@ pub enum Outcome {
 }
 
 pub enum Event {
-    Request(Box<Exchange>),
+    /// A request, with its body when it was read before the hand-over.
+    Request(Box<Exchange>, Option<Prefetched>),
     WebSocket(Box<WsExchange>),
     Ready(Py<PyAny>, Outcome),
     /// Work that needs the GIL, run on the loop thread by `drain()`.
     Call(Box<dyn FnOnce(Python<'_>) + Send>),
+}
+
+/// A body read before the hand-over.
+pub enum Prefetched {
+    Whole(Bytes),
+    /// The client left (or the connection broke) before all of it came.
+    Cut,
 }
 
 pub struct Bridge {
@@ -90,12 +98,49 @@ impl Bridge {
 /// The server's dispatcher: every request becomes an event for the loop.
 pub struct BridgeDispatch(pub std::sync::Arc<Bridge>);
 
+/// Bodies up to this size with a Content-Length are read before the hand-over.
+const PREFETCH: u64 = 64 * 1024;
+
 impl Dispatch for BridgeDispatch {
-    fn dispatch(&self, exchange: Exchange) {
-        self.0.push(Event::Request(Box::new(exchange)));
+    /// A small body with a Content-Length is read on the runtime first, so the
+    /// app's first read of it is answered at once instead of with one more
+    /// crossing each way. Not when the client waits for 100 Continue: that is
+    /// asked for when the app reads, as the asgi worker does.
+    fn dispatch(&self, mut exchange: Exchange) {
+        use hyper::body::Body;
+        let small = exchange
+            .body
+            .size_hint()
+            .exact()
+            .is_some_and(|n| n > 0 && n <= PREFETCH);
+        let expects = exchange.head.headers.contains_key(hyper::header::EXPECT);
+        if !small || expects {
+            self.0.push(Event::Request(Box::new(exchange), None));
+            return;
+        }
+        let bridge = self.0.clone();
+        exchange.runtime.clone().spawn(async move {
+            let body = read_whole(&mut exchange.body).await;
+            bridge.push(Event::Request(Box::new(exchange), body));
+        });
     }
 
     fn dispatch_ws(&self, exchange: WsExchange) {
         self.0.push(Event::WebSocket(Box::new(exchange)));
     }
+}
+
+/// Every data frame of `body`.
+async fn read_whole(body: &mut hyper::body::Incoming) -> Option<Prefetched> {
+    use http_body_util::BodyExt;
+    let mut whole = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame else {
+            return Some(Prefetched::Cut);
+        };
+        if let Ok(data) = frame.into_data() {
+            whole.extend_from_slice(&data);
+        }
+    }
+    Some(Prefetched::Whole(whole.freeze()))
 }

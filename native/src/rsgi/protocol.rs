@@ -18,17 +18,23 @@ use tokio::sync::mpsc;
 
 use super::body::{server_error, BodyStream};
 use super::bridge::{Event, Outcome};
-use super::errors::RSGIProtocolError;
+use super::errors::{RSGIProtocolClosed, RSGIProtocolError};
 use super::server::LoopCtx;
 use super::transport::{HTTPStreamTransport, StreamSlot, STREAM_DEPTH};
 use crate::server::{Exchange, Reply, ReplySlot, Tracker};
 
 enum BodyState {
+    /// The whole body, read before the hand-over (`BridgeDispatch`).
+    Read(Bytes),
+    /// The client left before all of it came.
+    Cut,
     Unread(Incoming),
     /// Being iterated (`async for`), shared with the reading tasks.
     Streaming(Arc<BodyStream>),
     Consumed,
 }
+
+const BODY_CUT: &str = "the client closed the connection while sending the body";
 
 /// What `_finish()` tells the Python wrapper, so that it logs the right line.
 #[derive(Clone, Copy)]
@@ -55,9 +61,11 @@ pub struct HTTPProtocol {
 }
 
 impl HTTPProtocol {
+    /// `body`: the whole body when it was read already.
     pub fn new(
         ctx: Arc<LoopCtx>,
         ex: Exchange,
+        body: Option<super::bridge::Prefetched>,
     ) -> (
         Self,
         hyper::http::request::Parts,
@@ -70,7 +78,11 @@ impl HTTPProtocol {
             reply: ex.reply,
             tracker: ex.tracker,
             limit_body: ex.limit_body,
-            body: Mutex::new(BodyState::Unread(ex.body)),
+            body: Mutex::new(match body {
+                Some(super::bridge::Prefetched::Whole(body)) => BodyState::Read(body),
+                Some(super::bridge::Prefetched::Cut) => BodyState::Cut,
+                None => BodyState::Unread(ex.body),
+            }),
             stream: Arc::new(Mutex::new(None)),
             status: AtomicU16::new(0),
         };
@@ -129,6 +141,10 @@ impl HTTPProtocol {
             BodyState::Consumed,
         );
         match state {
+            BodyState::Read(body) => self
+                .ctx
+                .ready(py, PyBytes::new(py, &body).into_any().unbind()),
+            BodyState::Cut => Err(RSGIProtocolClosed::new_err(BODY_CUT)),
             BodyState::Unread(body) if body.is_end_stream() => self
                 .ctx
                 .ready(py, PyBytes::new(py, b"").into_any().unbind()),
@@ -151,6 +167,19 @@ impl HTTPProtocol {
         let stream = {
             let mut state = self.body.lock().unwrap_or_else(|e| e.into_inner());
             match &*state {
+                BodyState::Read(_) => {
+                    let BodyState::Read(body) = std::mem::replace(&mut *state, BodyState::Consumed)
+                    else {
+                        unreachable!()
+                    };
+                    return self
+                        .ctx
+                        .ready(py, PyBytes::new(py, &body).into_any().unbind());
+                }
+                BodyState::Cut => {
+                    *state = BodyState::Consumed;
+                    return Err(RSGIProtocolClosed::new_err(BODY_CUT));
+                }
                 BodyState::Streaming(s) => s.clone(),
                 BodyState::Unread(body) if body.is_end_stream() => {
                     *state = BodyState::Consumed;

@@ -60,8 +60,10 @@ fn seconds(s: f64) -> Option<Duration> {
 impl RsgiServer {
     /// `handler(scope, protocol)` returns the coroutine to run for a request
     /// (RSGI); with `wsgi` instead, the WSGI app is called on the runtime
-    /// threads themselves (`native/src/wsgi`). `fds` are (fd, is_unix) of
-    /// the listening sockets.
+    /// threads themselves (`native/src/wsgi`); with `asgi`, its handlers give
+    /// the coroutines. `start_task(coro)` makes each a Task (default: the
+    /// loop's `create_task`). `fds` are (fd, is_unix) of the listening
+    /// sockets.
     #[new]
     #[pyo3(signature = (*, handler = None, event_loop, fds, threads = 1, mode = "st", header_timeout = 10.0,
         keepalive = 2.0, limit_request_line = 4094, limit_request_fields = 100,
@@ -73,7 +75,7 @@ impl RsgiServer {
         http2_max_send_buffer_size = 409600, http2_keep_alive_interval = 0.0,
         http2_keep_alive_timeout = 20.0, tls = None, ws = true, ws_max_size = 16777216,
         ws_ping_interval = 20.0, ws_ping_timeout = 20.0, proxy = None,
-        proxy_allow = None, wsgi = None, asgi = None))]
+        proxy_allow = None, wsgi = None, asgi = None, start_task = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -109,6 +111,7 @@ impl RsgiServer {
         proxy_allow: Option<Vec<String>>,
         wsgi: Option<PyRef<'_, crate::wsgi::WsgiApp>>,
         asgi: Option<Py<crate::asgi::AsgiApp>>,
+        start_task: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
         let sides = [handler.is_some(), wsgi.is_some(), asgi.is_some()];
         if sides.iter().filter(|&&given| given).count() != 1 {
@@ -201,7 +204,10 @@ impl RsgiServer {
             handler,
             asgi,
             app_clock,
-            create_task: event_loop.getattr("create_task")?.unbind(),
+            create_task: match start_task {
+                Some(start) => start,
+                None => event_loop.getattr("create_task")?.unbind(),
+            },
             server: Mutex::new(Some(server)),
             forwarded,
         })
@@ -217,7 +223,7 @@ impl RsgiServer {
     fn drain(&self, py: Python<'_>) {
         for event in self.ctx.bridge.take() {
             match event {
-                Event::Request(ex) => self.start(py, *ex),
+                Event::Request(ex, body) => self.start(py, *ex, body),
                 Event::WebSocket(ex) => self.start_ws(py, *ex),
                 Event::Ready(fut, outcome) => complete(py, fut, outcome),
                 Event::Call(f) => f(py),
@@ -316,11 +322,16 @@ impl RsgiServer {
             })
     }
 
-    fn start(&self, py: Python<'_>, ex: crate::server::Exchange) {
+    fn start(
+        &self,
+        py: Python<'_>,
+        ex: crate::server::Exchange,
+        body: Option<super::bridge::Prefetched>,
+    ) {
         if let Some(app) = &self.asgi {
-            return self.start_asgi(py, app.get(), ex);
+            return self.start_asgi(py, app.get(), ex, body);
         }
-        let (proto, head, conn) = HTTPProtocol::new(self.ctx.clone(), ex);
+        let (proto, head, conn) = HTTPProtocol::new(self.ctx.clone(), ex, body);
         let reply = proto.reply_slot();
         let proxied = match self.proxied(py, &head, &conn) {
             Ok(proxied) => proxied,
@@ -347,8 +358,14 @@ impl RsgiServer {
         }
     }
 
-    fn start_asgi(&self, py: Python<'_>, app: &crate::asgi::AsgiApp, ex: crate::server::Exchange) {
-        let (cycle, head) = crate::asgi::HttpCycle::new(self.ctx.clone(), ex);
+    fn start_asgi(
+        &self,
+        py: Python<'_>,
+        app: &crate::asgi::AsgiApp,
+        ex: crate::server::Exchange,
+        body: Option<super::bridge::Prefetched>,
+    ) {
+        let (cycle, head) = crate::asgi::HttpCycle::new(self.ctx.clone(), ex, body);
         let reply = cycle.reply_slot();
         let conn = cycle.conn();
         let proxied = match self.proxied(py, &head, &conn) {
