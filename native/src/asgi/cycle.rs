@@ -139,14 +139,7 @@ impl HttpCycle {
     where
         F: std::future::Future<Output = Outcome> + Send + 'static,
     {
-        let fut = self.ctx.future(py)?;
-        let waiter = fut.clone_ref(py);
-        let bridge = self.ctx.bridge.clone();
-        self.runtime.spawn(async move {
-            let outcome = work.await;
-            bridge.push(Event::Ready(waiter, outcome));
-        });
-        Ok(fut)
+        self.ctx.spawn(py, &self.runtime, work)
     }
 
     /// Resolves with `http.disconnect` once the exchange is over or the

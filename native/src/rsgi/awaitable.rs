@@ -8,22 +8,26 @@ use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;
 
 /// An awaitable that returns None at once: stateless, so one instance serves
-/// every `send` that needs no waiting.
+/// every `send` that needs no waiting. Its `__await__` gives one shared,
+/// exhausted iterator (of an empty tuple): `await` ends on its first step
+/// without a StopIteration object being made, as `Ready`'s must.
 #[pyclass(module = "supervise._native", frozen)]
 pub struct Done;
 
 #[pymethods]
 impl Done {
-    fn __await__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    fn __iter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    fn __next__(&self) -> PyResult<()> {
-        Err(PyStopIteration::new_err(()))
+    fn __await__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        static EXHAUSTED: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+        EXHAUSTED
+            .get_or_try_init(py, || {
+                Ok::<_, PyErr>(
+                    pyo3::types::PyTuple::empty(py)
+                        .try_iter()?
+                        .into_any()
+                        .unbind(),
+                )
+            })
+            .map(|it| it.clone_ref(py))
     }
 }
 

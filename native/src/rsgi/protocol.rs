@@ -17,7 +17,7 @@ use pyo3::types::{PyBytes, PyString};
 use tokio::sync::mpsc;
 
 use super::body::{server_error, BodyStream};
-use super::bridge::{Event, Outcome};
+use super::bridge::Outcome;
 use super::errors::{RSGIProtocolClosed, RSGIProtocolError};
 use super::server::LoopCtx;
 use super::transport::{HTTPStreamTransport, StreamSlot, STREAM_DEPTH};
@@ -97,14 +97,7 @@ impl HTTPProtocol {
     where
         F: std::future::Future<Output = Outcome> + Send + 'static,
     {
-        let fut = self.ctx.future(py)?;
-        let waiter = fut.clone_ref(py);
-        let bridge = self.ctx.bridge.clone();
-        self.runtime.spawn(async move {
-            let outcome = work.await;
-            bridge.push(Event::Ready(waiter, outcome));
-        });
-        Ok(fut)
+        self.ctx.spawn(py, &self.runtime, work)
     }
 
     fn send(&self, status: u16, reply: Reply) {
@@ -208,16 +201,7 @@ impl HTTPProtocol {
 
     /// Resolves once the client is gone (or the exchange is over).
     fn client_disconnect(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        if self.tracker.is_gone() {
-            return self.ctx.ready(py, py.None());
-        }
-        let fut = self.ctx.future(py)?;
-        let waiter = fut.clone_ref(py);
-        let bridge = self.ctx.bridge.clone();
-        self.tracker.on_gone(Box::new(move || {
-            bridge.push(Event::Ready(waiter, Outcome::None))
-        }));
-        Ok(fut)
+        self.ctx.when_gone(py, &self.tracker)
     }
 
     fn response_empty(&self, status: u16, headers: &Bound<'_, PyAny>) -> PyResult<()> {

@@ -35,6 +35,45 @@ impl LoopCtx {
     pub fn ready(&self, py: Python<'_>, value: Py<PyAny>) -> PyResult<Py<PyAny>> {
         Ok(Py::new(py, Ready::new(value))?.into_any())
     }
+
+    /// A loop future completed with what `work` gives once it ran on `runtime`.
+    pub fn spawn<F>(
+        &self,
+        py: Python<'_>,
+        runtime: &tokio::runtime::Handle,
+        work: F,
+    ) -> PyResult<Py<PyAny>>
+    where
+        F: std::future::Future<Output = Outcome> + Send + 'static,
+    {
+        let fut = self.future(py)?;
+        let waiter = fut.clone_ref(py);
+        let bridge = self.bridge.clone();
+        runtime.spawn(async move {
+            let outcome = work.await;
+            bridge.push(Event::Ready(waiter, outcome));
+        });
+        Ok(fut)
+    }
+
+    /// Resolves (with None) once `tracker`'s exchange is over; a `Ready` at
+    /// once when it is.
+    pub fn when_gone(
+        &self,
+        py: Python<'_>,
+        tracker: &crate::server::Tracker,
+    ) -> PyResult<Py<PyAny>> {
+        if tracker.is_gone() {
+            return self.ready(py, py.None());
+        }
+        let fut = self.future(py)?;
+        let waiter = fut.clone_ref(py);
+        let bridge = self.bridge.clone();
+        tracker.on_gone(Box::new(move || {
+            bridge.push(Event::Ready(waiter, Outcome::None))
+        }));
+        Ok(fut)
+    }
 }
 
 #[pyclass(module = "supervise._native", frozen)]
@@ -335,14 +374,7 @@ impl RsgiServer {
         let reply = proto.reply_slot();
         let proxied = match self.proxied(py, &head, &conn) {
             Ok(proxied) => proxied,
-            Err(status) => {
-                reply.send(if status == hyper::StatusCode::BAD_REQUEST {
-                    super::body::bad_request("Contradictory scheme headers")
-                } else {
-                    super::body::server_error()
-                });
-                return;
-            }
+            Err(status) => return Self::refuse_proxied(&reply, status),
         };
         let result = (|| -> PyResult<()> {
             let scope = Py::new(py, Scope::new(head, conn, proxied))?;
@@ -370,14 +402,7 @@ impl RsgiServer {
         let conn = cycle.conn();
         let proxied = match self.proxied(py, &head, &conn) {
             Ok(proxied) => proxied,
-            Err(status) => {
-                reply.send(if status == hyper::StatusCode::BAD_REQUEST {
-                    super::body::bad_request("Contradictory scheme headers")
-                } else {
-                    super::body::server_error()
-                });
-                return;
-            }
+            Err(status) => return Self::refuse_proxied(&reply, status),
         };
         let result = (|| -> PyResult<()> {
             let scope = app.http_scope(py, &head, &conn, &proxied)?;
@@ -390,6 +415,15 @@ impl RsgiServer {
             err.print(py);
             reply.send(super::body::server_error());
         }
+    }
+
+    /// What a request whose proxy headers were refused gets.
+    fn refuse_proxied(reply: &crate::server::ReplySlot, status: hyper::StatusCode) {
+        reply.send(if status == hyper::StatusCode::BAD_REQUEST {
+            super::body::bad_request("Contradictory scheme headers")
+        } else {
+            super::body::server_error()
+        });
     }
 
     fn start_ws(&self, py: Python<'_>, ex: crate::server::WsExchange) {

@@ -271,16 +271,7 @@ impl WebsocketProtocol {
     /// by the app or by the server, or the session ended); what the ASGI
     /// adapter's receive before accept waits for.
     fn client_disconnect(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        if self.tracker.is_gone() {
-            return self.ctx.ready(py, py.None());
-        }
-        let fut = self.ctx.future(py)?;
-        let waiter = fut.clone_ref(py);
-        let bridge = self.ctx.bridge.clone();
-        self.tracker.on_gone(Box::new(move || {
-            bridge.push(Event::Ready(waiter, super::bridge::Outcome::None))
-        }));
-        Ok(fut)
+        self.ctx.when_gone(py, &self.tracker)
     }
 
     #[getter]
