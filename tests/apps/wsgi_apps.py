@@ -6,6 +6,7 @@ what the app saw (environ, body) or how the server framed what it sent.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -97,6 +98,27 @@ def echo(environ, start_response):
         "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
     )
     return [body]
+
+
+def digest(environ, start_response):
+    """Reads the body in 64 KiB pieces (?mode=lines: line by line) and answers
+    its MD5, its size and the worker's peak memory (VmHWM, KiB) so far."""
+    mode = parse_qs(environ["QUERY_STRING"]).get("mode", ["sized"])[0]
+    stream = environ["wsgi.input"]
+    md5, size, lines = hashlib.md5(), 0, 0
+    if mode == "lines":
+        pieces = iter(stream.readline, b"")
+    else:
+        pieces = iter(lambda: stream.read(65536), b"")
+    for piece in pieces:
+        md5.update(piece)
+        size += len(piece)
+        lines += 1
+    with open("/proc/self/status") as status:
+        peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    body = json.dumps({"md5": md5.hexdigest(), "size": size, "lines": lines, "peak_kib": peak})
+    start_response("200 OK", [("Content-Type", "application/json")])
+    return [body.encode()]
 
 
 def stream(environ, start_response):

@@ -19,6 +19,7 @@ use super::app::WsgiApp;
 use super::clock::AppClock;
 use super::head::HyperHead;
 use super::input::WsgiInput;
+use super::spool::{RequestBody, Spool};
 use super::start::{as_bytes, StartResponse};
 use super::stream;
 use super::stream::Pump;
@@ -78,7 +79,7 @@ impl Dispatch for WsgiDispatch {
         } = ex;
         let engine = self.0.clone();
         if hyper::body::Body::is_end_stream(&body) {
-            engine.serve(&head, &conn, Bytes::new(), &reply, tracker);
+            engine.serve(&head, &conn, RequestBody::empty(), &reply, tracker);
             return;
         }
         tokio::spawn(async move {
@@ -163,7 +164,7 @@ impl Engine {
         self: &Arc<Self>,
         head: &Parts,
         conn: &ConnInfo,
-        body: Bytes,
+        body: RequestBody,
         reply: &ReplySlot,
         tracker: Arc<Tracker>,
     ) {
@@ -278,7 +279,7 @@ impl Engine {
         &self,
         connection: &Bound<'py, PyDict>,
         head: &impl HeadView,
-        body: Bytes,
+        body: RequestBody,
     ) -> PyResult<Bound<'py, PyDict>> {
         let py = connection.py();
         let env = connection.copy()?;
@@ -459,15 +460,15 @@ impl Engine {
     }
 }
 
-/// The whole body, each wait for more bounded by `idle` (408 past it). None
-/// when there is nothing to serve: the reader answered (413, 400), or the
-/// client left.
+/// The whole body, each wait for more bounded by `idle` (408 past it), in a
+/// temporary file past `SPOOL_AT`. None when there is nothing to serve: the
+/// reader answered (413, 400), or the client left.
 async fn read_body(
     reader: &BodyStream,
     idle: Option<Duration>,
     reply: &ReplySlot,
-) -> Option<Bytes> {
-    let mut blocks = Vec::new();
+) -> Option<RequestBody> {
+    let mut spool = Spool::default();
     loop {
         let next = reader.next();
         let outcome = match idle {
@@ -481,8 +482,13 @@ async fn read_body(
             },
         };
         match outcome {
-            Outcome::Bytes(block) => blocks.push(block),
-            Outcome::End => return Some(stream::join(blocks)),
+            Outcome::Bytes(block) => {
+                if spool.push(&block).is_err() {
+                    reply.send(server_error());
+                    return None;
+                }
+            }
+            Outcome::End => return Some(spool.finish()),
             _ => return None,
         }
     }

@@ -26,6 +26,7 @@ use tokio::sync::watch;
 use tokio::time::{timeout, Instant};
 
 use super::dispatch::{Engine, Produced};
+use super::spool::{RequestBody, Spool, SPOOL_AT};
 use super::stream::{capped, Pump};
 use crate::h1::{
     parse_request, ChunkedDecoder, ParseError, RequestHead, ResponseHeadBuilder, Version,
@@ -198,17 +199,18 @@ impl Conn {
         }
     }
 
-    /// The whole body (the engine calls the app with it in hand).
+    /// The whole body (the engine calls the app with it in hand); past
+    /// `SPOOL_AT` it goes to a temporary file as it arrives.
     async fn read_body(
         &mut self,
         head: &RequestHead,
         shared: &Shared,
         idle: Option<Duration>,
-    ) -> Result<Bytes, Stop> {
+    ) -> Result<RequestBody, Stop> {
         let limit = shared.config.limit_request_body;
         let length = head.content_length.unwrap_or(0);
         if !head.chunked && length == 0 {
-            return Ok(Bytes::new());
+            return Ok(RequestBody::empty());
         }
         if !head.chunked && limit != 0 && length > limit {
             return Err(Stop::Refuse(
@@ -219,12 +221,26 @@ impl Conn {
         if head.expect_continue && head.version == Version::Http11 {
             let _ = self.io.write_all(CONTINUE).await;
         }
-        if !head.chunked {
+        if !head.chunked && length <= SPOOL_AT as u64 {
             let length = length as usize;
             while self.buf.len() < length {
                 self.more(idle).await?;
             }
-            return Ok(self.buf.split_to(length).freeze());
+            return Ok(RequestBody::Memory(self.buf.split_to(length).freeze()));
+        }
+        let mut spool = Spool::default();
+        if !head.chunked {
+            let mut left = length;
+            loop {
+                let n = left.min(self.buf.len() as u64) as usize;
+                spool.push(&self.buf[..n]).map_err(not_stored)?;
+                self.buf.advance(n);
+                left -= n as u64;
+                if left == 0 {
+                    return Ok(spool.finish());
+                }
+                self.more(idle).await?;
+            }
         }
         let mut decoder = ChunkedDecoder::new(limit);
         let mut payload = Vec::new();
@@ -234,10 +250,12 @@ impl Conn {
                 if let Err(e) = decoder.feed(&data, &mut payload) {
                     return Err(Stop::Refuse(e.status, e.reason.to_string()));
                 }
+                spool.push(&payload).map_err(not_stored)?;
+                payload.clear();
                 if decoder.done() {
                     // What came after the body is the next request.
                     self.buf.extend_from_slice(decoder.leftover());
-                    return Ok(Bytes::from(payload));
+                    return Ok(spool.finish());
                 }
             }
             self.more(idle).await?;
@@ -311,7 +329,7 @@ async fn answer(
     c: &mut Conn,
     head: RequestHead,
     conn: &ConnInfo,
-    body: Bytes,
+    body: RequestBody,
     shared: &Shared,
 ) -> bool {
     let is_head = head.method() == b"HEAD";
@@ -569,6 +587,11 @@ async fn send_file(
 }
 
 /// The Python workers' error answer (http/errors.py `error_response`).
+/// The body could not go to its temporary file (a full disk, TMPDIR gone).
+fn not_stored(e: io::Error) -> Stop {
+    Stop::Refuse(500, format!("Request body could not be stored: {e}"))
+}
+
 fn error_bytes(status: u16, text: &str, body: bool) -> Vec<u8> {
     let reason = crate::h1::reason_phrase(status);
     let message = if !text.is_empty() && text != reason {

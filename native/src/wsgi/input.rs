@@ -1,47 +1,96 @@
 //! `wsgi.input` over a body read whole before the app was called: reads are
-//! slices of one buffer, never a wait on the network.
+//! slices of one buffer, or reads of the spooled file at an offset, never a
+//! wait on the network.
 
-use bytes::Bytes;
+use std::os::unix::fs::FileExt;
+
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
+use super::spool::RequestBody;
+
+/// How much of a spooled body one step of a line search reads.
+const LINE_BLOCK: usize = 8 * 1024;
+
 #[pyclass(module = "supervise._native")]
 pub struct WsgiInput {
-    data: Bytes,
-    pos: usize,
+    body: RequestBody,
+    pos: u64,
 }
 
 impl WsgiInput {
-    pub fn new(data: Bytes) -> Self {
-        WsgiInput { data, pos: 0 }
+    pub fn new(body: RequestBody) -> Self {
+        WsgiInput { body, pos: 0 }
     }
 
-    fn left(&self) -> &[u8] {
-        &self.data[self.pos..]
+    fn left(&self) -> u64 {
+        let len = match &self.body {
+            RequestBody::Memory(data) => data.len() as u64,
+            RequestBody::File { len, .. } => *len,
+        };
+        len - self.pos
     }
 
     /// Up to `limit` bytes (all when negative or None), and moves past them.
-    fn take<'py>(&mut self, py: Python<'py>, limit: Option<isize>) -> Bound<'py, PyBytes> {
-        let left = self.left().len();
+    fn take<'py>(
+        &mut self,
+        py: Python<'py>,
+        limit: Option<isize>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
         let n = match limit {
-            Some(n) if n >= 0 => left.min(n as usize),
-            _ => left,
+            Some(n) if n >= 0 => self.left().min(n as u64),
+            _ => self.left(),
+        } as usize;
+        let start = self.pos;
+        let out = match &self.body {
+            RequestBody::Memory(data) => {
+                PyBytes::new(py, &data[start as usize..start as usize + n])
+            }
+            RequestBody::File { file, .. } => PyBytes::new_with(py, n, |buf| {
+                file.read_exact_at(buf, start).map_err(PyErr::from)
+            })?,
         };
-        let out = PyBytes::new(py, &self.data[self.pos..self.pos + n]);
-        self.pos += n;
-        out
+        self.pos += n as u64;
+        Ok(out)
     }
 
-    fn line<'py>(&mut self, py: Python<'py>, limit: Option<isize>) -> Bound<'py, PyBytes> {
-        let end = self
-            .left()
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(self.left().len(), |i| i + 1);
-        let n = match limit {
-            Some(n) if n >= 0 => end.min(n as usize),
-            _ => end,
+    /// The length of the next line, its newline included, at most `cap`.
+    fn line_length(&self, cap: u64) -> PyResult<u64> {
+        match &self.body {
+            RequestBody::Memory(data) => {
+                let left = &data[self.pos as usize..];
+                let end = left
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .map_or(left.len(), |i| i + 1);
+                Ok((end as u64).min(cap))
+            }
+            RequestBody::File { file, .. } => {
+                let mut block = [0u8; LINE_BLOCK];
+                let mut seen = 0u64;
+                while seen < cap {
+                    let want = (cap - seen).min(LINE_BLOCK as u64) as usize;
+                    file.read_exact_at(&mut block[..want], self.pos + seen)?;
+                    if let Some(i) = block[..want].iter().position(|&b| b == b'\n') {
+                        return Ok(seen + i as u64 + 1);
+                    }
+                    seen += want as u64;
+                }
+                Ok(cap)
+            }
+        }
+    }
+
+    fn line<'py>(
+        &mut self,
+        py: Python<'py>,
+        limit: Option<isize>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let cap = match limit {
+            Some(n) if n >= 0 => self.left().min(n as u64),
+            _ => self.left(),
         };
+        let n = self.line_length(cap)?;
         self.take(py, Some(n as isize))
     }
 }
@@ -49,12 +98,16 @@ impl WsgiInput {
 #[pymethods]
 impl WsgiInput {
     #[pyo3(signature = (size = None))]
-    fn read<'py>(&mut self, py: Python<'py>, size: Option<isize>) -> Bound<'py, PyBytes> {
+    fn read<'py>(&mut self, py: Python<'py>, size: Option<isize>) -> PyResult<Bound<'py, PyBytes>> {
         self.take(py, size)
     }
 
     #[pyo3(signature = (size = None))]
-    fn readline<'py>(&mut self, py: Python<'py>, size: Option<isize>) -> Bound<'py, PyBytes> {
+    fn readline<'py>(
+        &mut self,
+        py: Python<'py>,
+        size: Option<isize>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
         self.line(py, size)
     }
 
@@ -67,8 +120,8 @@ impl WsgiInput {
     ) -> PyResult<Bound<'py, PyList>> {
         let lines = PyList::empty(py);
         let mut total = 0usize;
-        while !self.left().is_empty() {
-            let line = self.line(py, None);
+        while self.left() > 0 {
+            let line = self.line(py, None)?;
             total += line.as_bytes().len();
             lines.append(line)?;
             if matches!(hint, Some(h) if h > 0 && total >= h as usize) {
@@ -82,11 +135,11 @@ impl WsgiInput {
         slf
     }
 
-    fn __next__<'py>(&mut self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
-        if self.left().is_empty() {
-            None
+    fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        if self.left() == 0 {
+            Ok(None)
         } else {
-            Some(self.line(py, None))
+            self.line(py, None).map(Some)
         }
     }
 }

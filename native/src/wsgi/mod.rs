@@ -2,7 +2,8 @@
 //! the runtime thread that did the connection's I/O, with the GIL taken there
 //! (the bjoern model: no hand-off to another thread, the environ built in
 //! Rust). The request body is read whole before the call (`dispatch.rs`),
-//! so `wsgi.input` never waits on the network while the app holds the thread.
+//! so `wsgi.input` never waits on the network while the app holds the thread;
+//! a large body waits in a temporary file (`spool.rs`).
 //!
 //! The rules of the interface are the Python workers' own: the environ keys
 //! come from `py::environ` (one builder for both), the response fields go
@@ -14,6 +15,7 @@ mod dispatch;
 mod h1;
 mod head;
 mod input;
+mod spool;
 mod start;
 mod stream;
 
