@@ -214,8 +214,6 @@ def test_term_finishes_request_in_flight_and_closes_idle_connections(
 
 
 def test_max_requests_closes_the_last_kept_alive_response(start_server, keepalive_worker):
-    if keepalive_worker == "native":
-        pytest.skip("the native server counts requests at the tick: the last says no close")
     server = start_server(
         "-k", keepalive_worker, "-w", "1", "--max-requests", "3", f"{APPS}:path", wait=False
     )

@@ -15,6 +15,7 @@ import threading
 import time
 
 import httpx
+import pytest
 from conftest import read_until_closed, wait_until
 
 
@@ -368,6 +369,23 @@ def test_max_requests_retires_the_worker(rsgi):
             assert client.get(url(server, "/empty")).status_code == 204
     wait_until(lambda: first not in server.workers())
     assert "max_requests" in server.log()
+
+
+@pytest.mark.parametrize("kind", ["rsgi", "native-asgi"])
+def test_max_requests_the_last_response_closes_its_connection(start_server, kind):
+    """As with the Python workers: the response that reaches --max-requests
+    says Connection: close, so the retiring worker's clients reconnect to
+    its replacement instead of idling on a connection about to close."""
+    worker, app = ("rsgi", "rsgi_apps:app") if kind == "rsgi" else ("native", "asgi_apps:app")
+    server = start_server("-k", worker, "-w", "1", "--max-requests", "3", app, wait=False)
+    # Not start_server's readiness probe: it would be one of the three requests.
+    server.wait_for_log("Ready: 1 worker")
+    (first,) = server.wait_workers(1)
+    with httpx.Client() as client:
+        said = [client.get(url(server, "/")).headers.get("connection") for _ in range(3)]
+    assert said == [None, None, "close"]
+    wait_until(lambda: (w := server.workers()) and first not in w)
+    assert httpx.get(url(server, "/")).status_code < 500
 
 
 def test_access_log_line(rsgi, tmp_path):

@@ -159,7 +159,7 @@ class ProxyRules(AllowList):
         return scheme, client
 
     def native(self) -> tuple[list[str], Callable[[str, dict[str, str]], Any]] | None:
-        """For the rsgi worker's native server (``RsgiServer(proxy=...)``): the header
+        """For the rsgi worker's native server (``NativeServer(proxy=...)``): the header
         names to look for, and what to call for a request carrying any of them."""
         if not self.enabled:
             return None

@@ -62,7 +62,7 @@ class Finished:
 
 
 def wsgi_app(worker: Worker, *, multithread: bool) -> _native.WsgiApp:
-    """What ``RsgiServer(wsgi=...)`` takes for ``worker.app``."""
+    """What ``NativeServer(wsgi=...)`` takes for ``worker.app``."""
     cfg, log = worker.cfg, worker.log
     handler = WSGIHandler(worker, multithread=multithread)
     base = handler.base_environ(worker.listeners[0])

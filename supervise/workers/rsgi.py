@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import ipaddress
 import os
+import sys
 from time import monotonic
 from typing import Any
 
@@ -61,7 +62,7 @@ def proxy_allow(cfg: Any) -> list[str] | None:
 
 
 def http_options(cfg: Any) -> dict[str, Any]:
-    """``--http`` and the HTTP/2 settings, as ``RsgiServer`` takes them."""
+    """``--http`` and the HTTP/2 settings, as ``NativeServer`` takes them."""
     return {
         "http": cfg.http,
         "http2_max_concurrent_streams": cfg.http2_max_concurrent_streams,
@@ -124,7 +125,7 @@ class RsgiWorker(LoopWorker):
         interface shares plus ``interface``'s (the app side, threads, ws, proxy)."""
         cfg = self.cfg
         try:
-            self.server = _native.RsgiServer(
+            self.server = _native.NativeServer(
                 fds=[(listener.sock.fileno(), listener.is_unix) for listener in self.listeners],
                 header_timeout=float(cfg.header_timeout),
                 keepalive=float(cfg.keepalive),
@@ -133,6 +134,9 @@ class RsgiWorker(LoopWorker):
                 limit_request_field_size=cfg.limit_request_field_size,
                 limit_request_body=cfg.limit_request_body,
                 limit_concurrency=cfg.limit_concurrency,
+                # This worker's number (jitter applied): the response that
+                # reaches it says Connection: close.
+                max_requests=self.max_requests if self.max_requests < sys.maxsize else 0,
                 date_header=cfg.date_header,
                 server_header="supervise" if cfg.server_header else None,
                 tls=self.ssl_context,

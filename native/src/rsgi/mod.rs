@@ -35,7 +35,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "RSGIProtocolClosed",
         py.get_type::<errors::RSGIProtocolClosed>(),
     )?;
-    m.add_class::<server::RsgiServer>()?;
+    m.add_class::<server::NativeServer>()?;
     m.add_class::<tls::RsgiTls>()?;
     m.add_class::<scope::Scope>()?;
     m.add_class::<headers::Headers>()?;

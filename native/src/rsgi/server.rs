@@ -1,6 +1,7 @@
-//! `RsgiServer`: what the rsgi worker holds. It starts the native server on
-//! the inherited listeners and turns the bridge's events into app calls and
-//! completed futures, on the loop's thread, in one GIL-holding `drain()`.
+//! `NativeServer`: what the rsgi and native workers hold, whatever the app's
+//! interface (RSGI, ASGI, WSGI). It starts the native server on the inherited
+//! listeners and turns the bridge's events into app calls and completed
+//! futures, on the loop's thread, in one GIL-holding `drain()`.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -77,7 +78,7 @@ impl LoopCtx {
 }
 
 #[pyclass(module = "supervise._native", frozen)]
-pub struct RsgiServer {
+pub struct NativeServer {
     ctx: Arc<LoopCtx>,
     /// The RSGI handler; None when the server runs a WSGI or ASGI app.
     handler: Option<Py<PyAny>>,
@@ -96,7 +97,7 @@ fn seconds(s: f64) -> Option<Duration> {
 }
 
 #[pymethods]
-impl RsgiServer {
+impl NativeServer {
     /// `handler(scope, protocol)` returns the coroutine to run for a request
     /// (RSGI); with `wsgi` instead, the WSGI app is called on the runtime
     /// threads themselves (`native/src/wsgi`); with `asgi`, its handlers give
@@ -106,7 +107,7 @@ impl RsgiServer {
     #[new]
     #[pyo3(signature = (*, handler = None, event_loop, fds, threads = 1, mode = "st", header_timeout = 10.0,
         keepalive = 2.0, limit_request_line = 4094, limit_request_fields = 100,
-        limit_request_field_size = 8190, limit_request_body = 0, limit_concurrency = 0,
+        limit_request_field_size = 8190, limit_request_body = 0, limit_concurrency = 0, max_requests = 0,
         date_header = true,
         server_header = None, http = "auto", http2_max_concurrent_streams = 200,
         http2_initial_stream_window_size = 1048576, http2_initial_connection_window_size = 1048576,
@@ -130,6 +131,7 @@ impl RsgiServer {
         limit_request_field_size: usize,
         limit_request_body: u64,
         limit_concurrency: usize,
+        max_requests: u64,
         date_header: bool,
         server_header: Option<&str>,
         http: &str,
@@ -200,6 +202,7 @@ impl RsgiServer {
             limit_request_field_size,
             limit_request_body,
             limit_concurrency,
+            max_requests,
             date_header,
             server_header,
             scheme: if tls.is_some() { "https" } else { "http" },
@@ -235,7 +238,7 @@ impl RsgiServer {
         let server = py
             .detach(|| Server::start(config, fds, dispatch))
             .map_err(|e| PyOSError::new_err(format!("cannot start the native server: {e}")))?;
-        Ok(RsgiServer {
+        Ok(NativeServer {
             ctx: Arc::new(LoopCtx {
                 bridge,
                 create_future: event_loop.getattr("create_future")?.unbind(),
@@ -322,7 +325,7 @@ impl RsgiServer {
     }
 }
 
-impl RsgiServer {
+impl NativeServer {
     fn handler(&self) -> PyResult<&Py<PyAny>> {
         self.handler
             .as_ref()

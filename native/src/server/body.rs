@@ -44,16 +44,19 @@ pub struct ExchangeGuard {
     tracker: Arc<Tracker>,
     counters: Arc<Counters>,
     conn: Arc<ConnInfo>,
+    /// The request's number in the worker (`Counters::begin_request`).
+    pub ordinal: u64,
 }
 
 impl ExchangeGuard {
     pub fn new(tracker: Arc<Tracker>, counters: Arc<Counters>, conn: Arc<ConnInfo>) -> Self {
-        counters.begin_request();
+        let ordinal = counters.begin_request();
         conn.busy.fetch_add(1, Ordering::Relaxed);
         ExchangeGuard {
             tracker,
             counters,
             conn,
+            ordinal,
         }
     }
 }

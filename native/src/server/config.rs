@@ -69,6 +69,11 @@ pub struct ServerConfig {
     /// answered 503 (0: no limit). The server's only cap: it has no
     /// connection cap, as Granian has none.
     pub limit_concurrency: usize,
+    /// `--max-requests` of this worker, jitter applied (0: none). The
+    /// response to the request that reaches it, and to any after it, says
+    /// `Connection: close` on HTTP/1.x, as the Python workers' last one does:
+    /// the worker is about to retire, so its connections should not idle on.
+    pub max_requests: u64,
     pub date_header: bool,
     pub server_header: Option<HeaderValue>,
     pub scheme: &'static str,

@@ -63,6 +63,7 @@ impl Dispatch for Echo {
 pub(crate) fn config(http: HttpMode) -> ServerConfig {
     ServerConfig {
         limit_concurrency: 0,
+        max_requests: 0,
         threads: 1,
         mode: RuntimeMode::St,
         header_timeout: Some(Duration::from_secs(10)),

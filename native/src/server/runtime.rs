@@ -23,6 +23,8 @@ pub struct Counters {
     in_flight: AtomicUsize,
     /// Finished requests not yet reported to the worker (it counts in batches).
     requests: AtomicU64,
+    /// Requests begun since the start.
+    begun: AtomicU64,
 }
 
 impl Counters {
@@ -39,8 +41,10 @@ impl Counters {
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Relaxed)
     }
-    pub fn begin_request(&self) {
+    /// The request's number in this worker, from 1.
+    pub fn begin_request(&self) -> u64 {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.begun.fetch_add(1, Ordering::Relaxed) + 1
     }
     pub fn end_request(&self) {
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -79,6 +83,15 @@ pub struct Shared {
     pub stopping: std::sync::atomic::AtomicBool,
     /// The same stop, for what awaits it (WebSocket sessions close with 1012).
     pub stop_rx: watch::Receiver<bool>,
+}
+
+impl Shared {
+    /// Whether the response to the request numbered `ordinal` ends its
+    /// HTTP/1.x connection: the worker stops, or retires after it.
+    pub fn closes_after(&self, ordinal: u64) -> bool {
+        let max = self.config.max_requests;
+        (max > 0 && ordinal >= max) || self.stopping.load(Ordering::Acquire)
+    }
 }
 
 pub struct Server {

@@ -83,6 +83,7 @@ async fn answer(
     // Dropped with the response body (written or cut off), or here when the
     // connection goes away while the app is still working.
     let guard = ExchangeGuard::new(tracker.clone(), shared.counters.clone(), conn.clone());
+    let ordinal = guard.ordinal;
     shared.dispatch.dispatch(Exchange {
         head,
         body,
@@ -102,7 +103,7 @@ async fn answer(
         ),
     };
     let mut response = with_server(response, &shared.config.server_header);
-    if h1 && shared.stopping.load(std::sync::atomic::Ordering::Acquire) {
+    if h1 && shared.closes_after(ordinal) {
         // hyper closes the connection after a response that says so.
         response
             .headers_mut()

@@ -14,7 +14,6 @@
 //! closed once it has been quiet for the grace (IDLE_GRACE_ON_STOP).
 
 use std::io::{self, IoSlice};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -104,8 +103,8 @@ pub(super) async fn serve(
                 break true;
             }
         };
-        shared.counters.begin_request();
-        let kept = answer(&engine, &mut c, head, &conn, body, &shared).await;
+        let ordinal = shared.counters.begin_request();
+        let kept = answer(&engine, &mut c, head, &conn, body, &shared, ordinal).await;
         shared.counters.end_request();
         if !kept {
             break !c.buf.is_empty();
@@ -331,6 +330,7 @@ async fn answer(
     conn: &ConnInfo,
     body: RequestBody,
     shared: &Shared,
+    ordinal: u64,
 ) -> bool {
     let is_head = head.method() == b"HEAD";
     let http11 = head.version == Version::Http11;
@@ -350,7 +350,7 @@ async fn answer(
                 environ
             });
             let (call, produced) = engine.run(py, environ);
-            let keep = keep && !shared.stopping.load(Ordering::Acquire);
+            let keep = keep && !shared.closes_after(ordinal);
             let (known, file) = match &produced {
                 Produced::Whole(b) => (Some(b.len() as u64), false),
                 Produced::File(_, len) => (Some(*len), true),
