@@ -19,7 +19,7 @@ from time import perf_counter
 from typing import Any
 
 from supervise.http.asgi_engine import access_environ
-from supervise.http.asgi_ws import _accept_headers, _close_args, _payload
+from supervise.http.asgi_ws import accept_fields, close_args, send_payload
 from supervise.http.errors import ClientDisconnected
 from supervise.logs import Logger
 from supervise.rsgi import RSGIProtocolClosed
@@ -119,7 +119,7 @@ class EngineWebSocket:
 
     async def _send_open(self, kind: Any, message: dict[str, Any]) -> None:
         if kind == "websocket.send":
-            data = _payload(message)
+            data = send_payload(message)
             transport = self._transport
             try:
                 if isinstance(data, str):
@@ -132,7 +132,7 @@ class EngineWebSocket:
                 self.state = _Closed
                 raise ClientDisconnected("the WebSocket connection is closed") from None
         elif kind == "websocket.close":
-            code, reason = _close_args(message)
+            code, reason = close_args(message)
             self.state = _Closed
             self.proto.close(code, reason)
         else:
@@ -140,14 +140,8 @@ class EngineWebSocket:
 
     async def _send_handshake(self, kind: Any, message: dict[str, Any]) -> None:
         if kind == "websocket.accept":
-            subprotocol = message.get("subprotocol")
-            headers = _accept_headers(message.get("headers") or ())
+            subprotocol, headers = accept_fields(message)
             if subprotocol is not None:
-                if any(n.lower() == b"sec-websocket-protocol" for n, _ in headers):
-                    raise RuntimeError(
-                        "websocket.accept: give the subprotocol in 'subprotocol' or in "
-                        "'headers', not both"
-                    )
                 headers.append((b"sec-websocket-protocol", subprotocol.encode()))
             self.state = _Open
             try:

@@ -266,10 +266,10 @@ class WebSocketProtocol(asyncio.Protocol):
         kind = message.get("type")
         if self.state is OPEN:
             if kind == "websocket.send":
-                data = _payload(message)
+                data = send_payload(message)
                 self.transport.write(self._frame_message(data))
             elif kind == "websocket.close":
-                code, reason = _close_args(message)
+                code, reason = close_args(message)
                 self._close(code, reason)
             else:
                 raise RuntimeError(f"Expected 'websocket.send' or 'websocket.close', got {kind!r}")
@@ -286,15 +286,7 @@ class WebSocketProtocol(asyncio.Protocol):
 
     def _send_handshake(self, kind: Any, message: dict[str, Any]) -> None:
         if kind == "websocket.accept":
-            subprotocol = message.get("subprotocol")
-            headers = _accept_headers(message.get("headers") or ())
-            if subprotocol is not None and any(
-                n.lower() == b"sec-websocket-protocol" for n, _ in headers
-            ):
-                raise RuntimeError(
-                    "websocket.accept: give the subprotocol in 'subprotocol' or in "
-                    "'headers', not both"
-                )
+            subprotocol, headers = accept_fields(message)
             self.transport.write(self._accept_response(subprotocol, headers))
             self.state = OPEN
             self._deadline = _NEVER
@@ -460,7 +452,7 @@ _KNOWN_EVENTS = frozenset(
 )
 
 
-def _payload(message: dict[str, Any]) -> str | bytes:
+def send_payload(message: dict[str, Any]) -> str | bytes:
     """The one payload of a websocket.send event."""
     text = message.get("text")
     data = message.get("bytes")
@@ -489,7 +481,7 @@ def _check_handshake(headers: list[tuple[bytes, bytes]]) -> bytes | None:
     return None if valid else error_response(400, "Invalid Sec-WebSocket-Key")
 
 
-def _close_args(message: dict[str, Any]) -> tuple[int, str]:
+def close_args(message: dict[str, Any]) -> tuple[int, str]:
     """The code and reason of an app's websocket.close, checked as RFC 6455 7.4 wants."""
     code = message.get("code")
     code = 1000 if code is None else code
@@ -509,15 +501,21 @@ _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _BAD_VALUE = re.compile(rb"[\x00\r\n]")
 
 
-def _accept_headers(headers: Any) -> list[tuple[bytes, bytes]]:
-    """The extra headers of a websocket.accept, as bytes pairs; no header injection."""
+def accept_fields(message: dict[str, Any]) -> tuple[str | None, list[tuple[bytes, bytes]]]:
+    """The subprotocol and the extra headers of a websocket.accept, checked
+    (the asgi worker and the engine answer the handshake with these)."""
     checked = []
-    for name, value in headers:
+    for name, value in message.get("headers") or ():
         name, value = bytes(name), bytes(value)
         if not _TOKEN.fullmatch(name) or _BAD_VALUE.search(value):
             raise RuntimeError(f"websocket.accept: invalid header {name!r}: {value!r}")
         checked.append((name, value))
-    return checked
+    subprotocol = message.get("subprotocol")
+    if subprotocol is not None and any(n.lower() == b"sec-websocket-protocol" for n, _ in checked):
+        raise RuntimeError(
+            "websocket.accept: give the subprotocol in 'subprotocol' or in 'headers', not both"
+        )
+    return subprotocol, checked
 
 
 # --ws names -> (module, class, the distribution that provides the library)
