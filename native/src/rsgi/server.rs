@@ -235,6 +235,18 @@ impl NativeServer {
             }
             _ => Box::new(BridgeDispatch(bridge.clone())),
         };
+        if wsgi.is_none() {
+            // The app answers on this thread, the loop's (reply_batch.rs).
+            let call_soon = event_loop.getattr("call_soon")?.unbind();
+            let flush = wrap_pyfunction!(flush_replies, py)?.into_any().unbind();
+            crate::server::batch_on_this_thread(std::rc::Rc::new(move || {
+                Python::attach(|py| {
+                    if let Err(e) = call_soon.call1(py, (flush.clone_ref(py),)) {
+                        e.print(py);
+                    }
+                })
+            }));
+        }
         let server = py
             .detach(|| Server::start(config, fds, dispatch))
             .map_err(|e| PyOSError::new_err(format!("cannot start the native server: {e}")))?;
@@ -263,6 +275,7 @@ impl NativeServer {
     /// Starts the app for every new request and completes every finished
     /// read or send, in arrival order.
     fn drain(&self, py: Python<'_>) {
+        crate::server::new_round();
         for event in self.ctx.bridge.take() {
             match event {
                 Event::Request(ex, body) => self.start(py, *ex, body),
@@ -318,11 +331,18 @@ impl NativeServer {
 
     /// Ends the runtimes (what is still open is cut) and joins their threads.
     fn close(&self, py: Python<'_>) {
+        crate::server::stop_batching();
         let server = self.server.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(server) = server {
             py.detach(|| server.close());
         }
     }
+}
+
+/// What the loop calls once per batch of replies (reply_batch.rs).
+#[pyfunction]
+fn flush_replies() {
+    crate::server::flush_replies();
 }
 
 impl NativeServer {

@@ -155,24 +155,38 @@ pub enum Reply {
 /// Where the reply goes; only the first `send` counts, whoever sends it (the
 /// app, or the body reader answering 413).
 #[derive(Clone)]
-pub struct ReplySlot(Arc<Mutex<Option<oneshot::Sender<Reply>>>>);
+pub struct ReplySlot {
+    tx: Arc<Mutex<Option<oneshot::Sender<Reply>>>>,
+    /// The runtime of the connection (a batched reply is sent there).
+    runtime: Arc<tokio::runtime::Handle>,
+}
 
 impl ReplySlot {
+    /// On the connection's runtime thread.
     pub fn new(tx: oneshot::Sender<Reply>) -> Self {
-        ReplySlot(Arc::new(Mutex::new(Some(tx))))
+        ReplySlot {
+            tx: Arc::new(Mutex::new(Some(tx))),
+            runtime: super::reply_batch::current_runtime(),
+        }
     }
 
-    /// False when a reply was already sent (or the request is gone).
+    /// False when a reply was already sent (or the request is gone). On the
+    /// loop's thread the reply waits for the batch (reply_batch.rs).
     pub fn send(&self, reply: Reply) -> bool {
-        let tx = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let tx = self.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
         match tx {
+            Some(tx) if tx.is_closed() => false,
+            Some(tx) if super::reply_batch::should_defer() => {
+                super::reply_batch::defer(&self.runtime, tx, reply);
+                true
+            }
             Some(tx) => tx.send(reply).is_ok(),
             None => false,
         }
     }
 
     pub fn sent(&self) -> bool {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).is_none()
+        self.tx.lock().unwrap_or_else(|e| e.into_inner()).is_none()
     }
 }
 
