@@ -138,7 +138,7 @@ fn body(message: &Bound<'_, PyAny>) -> PyResult<Bytes> {
         return Ok(Bytes::new());
     };
     if let Ok(b) = body.cast::<PyBytes>() {
-        return Ok(Bytes::copy_from_slice(b.as_bytes()));
+        return Ok(crate::py::body_bytes::body_bytes(b));
     }
     if body.is_instance_of::<PyByteArray>() || body.is_instance_of::<pyo3::types::PyMemoryView>() {
         return with_bytes(&body, Bytes::copy_from_slice);

@@ -1,6 +1,7 @@
 //! The Python face of `h1`, `proxy` and `relay`: thin conversions, nothing decided here.
 
 pub(crate) mod asgi_scope;
+pub(crate) mod body_bytes;
 mod chunked;
 pub(crate) mod environ;
 mod errors;

@@ -238,7 +238,7 @@ impl HTTPProtocol {
         let reply = Reply::Full {
             status: status_code(status)?,
             headers: header_map(headers)?,
-            body: Bytes::copy_from_slice(body.as_bytes()),
+            body: crate::py::body_bytes::body_bytes(body),
         };
         self.send(status, reply);
         Ok(())

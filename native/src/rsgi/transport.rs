@@ -63,7 +63,7 @@ impl HTTPStreamTransport {
 #[pymethods]
 impl HTTPStreamTransport {
     fn send_bytes(&self, py: Python<'_>, data: &Bound<'_, PyBytes>) -> PyResult<Py<PyAny>> {
-        self.send(py, Bytes::copy_from_slice(data.as_bytes()))
+        self.send(py, crate::py::body_bytes::body_bytes(data))
     }
 
     fn send_str(&self, py: Python<'_>, data: &Bound<'_, PyString>) -> PyResult<Py<PyAny>> {
