@@ -130,17 +130,28 @@ impl Dispatch for BridgeDispatch {
     }
 }
 
-/// Every data frame of `body`.
+/// Every data frame of `body`; a body that came in one frame (the usual
+/// small one) is that frame, not a copy.
 async fn read_whole(body: &mut hyper::body::Incoming) -> Option<Prefetched> {
     use http_body_util::BodyExt;
-    let mut whole = bytes::BytesMut::new();
+    let mut first = Bytes::new();
+    let mut joined: Option<bytes::BytesMut> = None;
     while let Some(frame) = body.frame().await {
         let Ok(frame) = frame else {
             return Some(Prefetched::Cut);
         };
-        if let Ok(data) = frame.into_data() {
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if let Some(whole) = joined.as_mut() {
             whole.extend_from_slice(&data);
+        } else if first.is_empty() {
+            first = data;
+        } else {
+            let mut whole = bytes::BytesMut::from(&first[..]);
+            whole.extend_from_slice(&data);
+            joined = Some(whole);
         }
     }
-    Some(Prefetched::Whole(whole.freeze()))
+    Some(Prefetched::Whole(joined.map_or(first, |w| w.freeze())))
 }
