@@ -31,16 +31,21 @@ impl WsgiInput {
         len - self.pos
     }
 
+    /// What is left, or `limit` of it (all when negative or None).
+    fn at_most(&self, limit: Option<isize>) -> u64 {
+        match limit {
+            Some(n) if n >= 0 => self.left().min(n as u64),
+            _ => self.left(),
+        }
+    }
+
     /// Up to `limit` bytes (all when negative or None), and moves past them.
     fn take<'py>(
         &mut self,
         py: Python<'py>,
         limit: Option<isize>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let n = match limit {
-            Some(n) if n >= 0 => self.left().min(n as u64),
-            _ => self.left(),
-        } as usize;
+        let n = self.at_most(limit) as usize;
         let start = self.pos;
         let out = match &self.body {
             RequestBody::Memory(data) => {
@@ -86,11 +91,7 @@ impl WsgiInput {
         py: Python<'py>,
         limit: Option<isize>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let cap = match limit {
-            Some(n) if n >= 0 => self.left().min(n as u64),
-            _ => self.left(),
-        };
-        let n = self.line_length(cap)?;
+        let n = self.line_length(self.at_most(limit))?;
         self.take(py, Some(n as isize))
     }
 }
