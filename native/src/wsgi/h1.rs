@@ -17,7 +17,7 @@ use std::io::{self, IoSlice};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BytesMut};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -25,11 +25,9 @@ use tokio::sync::watch;
 use tokio::time::{timeout, Instant};
 
 use super::dispatch::{Engine, Produced};
+use super::h1_response::{frame, send_file, sent_of, stream, write_block, Target};
 use super::spool::{RequestBody, Spool, SPOOL_AT};
-use super::stream::{capped, Pump};
-use crate::h1::{
-    parse_request, ChunkedDecoder, ParseError, RequestHead, ResponseHeadBuilder, Version,
-};
+use crate::h1::{parse_request, ChunkedDecoder, ParseError, RequestHead, Version};
 use crate::server::{BoxIo, ConnInfo, Shared};
 
 const READ_SIZE: usize = 16 * 1024;
@@ -38,7 +36,6 @@ const STOP_GRACE: Duration = Duration::from_millis(1000);
 /// How long a refused connection's unread input is drained before the close
 /// (closing with unread input sends a reset, which can destroy the answer).
 const LINGER: Duration = Duration::from_millis(1000);
-const FILE_CHUNK: usize = 256 * 1024;
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
 /// Why a connection ends before its request is served.
@@ -49,7 +46,7 @@ enum Stop {
     Refuse(u16, String),
 }
 
-struct Conn {
+pub(super) struct Conn {
     io: BoxIo,
     /// The environ keys of this connection (`Engine::connection_environ`),
     /// made at its first request.
@@ -279,7 +276,7 @@ impl Conn {
         }
     }
 
-    async fn write(&mut self, parts: &[&[u8]]) -> io::Result<()> {
+    pub(super) async fn write(&mut self, parts: &[&[u8]]) -> io::Result<()> {
         let mut slices: Vec<IoSlice<'_>> = parts
             .iter()
             .filter(|p| !p.is_empty())
@@ -310,15 +307,6 @@ impl Conn {
             .await;
         }
     }
-}
-
-/// What the response head says, and how its body must be framed.
-struct Framed {
-    head: Vec<u8>,
-    /// Body bytes to send; -1: chunked or delimited by the close.
-    length: i64,
-    chunked: bool,
-    keep_alive: bool,
 }
 
 /// Runs the app and writes its response; true when the connection may carry
@@ -433,165 +421,12 @@ async fn answer(
     kept
 }
 
-/// How much of a whole body goes out: none where no body is allowed, never
-/// more than the app's Content-Length.
-fn sent_of(framed: &Framed, len: usize) -> usize {
-    if framed.length < 0 {
-        len
-    } else {
-        len.min(framed.length as usize)
-    }
-}
-
-/// What the request says about its response's framing.
-struct Target {
-    http11: bool,
-    keep_alive: bool,
-    is_head: bool,
-}
-
-/// The response head from start_response's status and fields; `known` is
-/// the body's size when the engine holds it (a list, a file).
-fn frame(
-    py: Python<'_>,
-    engine: &Engine,
-    call: &super::dispatch::Call,
-    t: Target,
-    known: Option<u64>,
-    file: bool,
-) -> Option<Framed> {
-    let start = call.start.borrow(py);
-    let built = ResponseHeadBuilder::new(&start.status_line, t.http11, t.keep_alive, t.is_head)
-        .and_then(|mut b| {
-            for (name, value, _) in &start.fields {
-                b.header(name, value)?;
-            }
-            if let (true, true, None, Some(n)) = (t.is_head, file, start.length, known) {
-                // The size a GET would get: HEAD must announce it too.
-                b.header(b"Content-Length", n.to_string().as_bytes())?;
-            }
-            Ok(b.finish_with_length(known))
-        });
-    drop(start);
-    match built {
-        Ok(head) => Some(Framed {
-            head: head.bytes,
-            length: head.content_length,
-            chunked: head.chunked,
-            keep_alive: head.keep_alive,
-        }),
-        Err(e) => {
-            let err = pyo3::exceptions::PyValueError::new_err(e);
-            engine.report(py, call.environ.bind(py), err, "");
-            None
-        }
-    }
-}
-
-async fn write_block(c: &mut Conn, framed: &Framed, block: &[u8]) -> io::Result<()> {
-    if block.is_empty() || framed.length == 0 {
-        return Ok(());
-    }
-    if framed.chunked {
-        let size = format!("{:x}\r\n", block.len());
-        c.write(&[size.as_bytes(), block, b"\r\n"]).await
-    } else {
-        c.write(&[block]).await
-    }
-}
-
-/// An iterable, one block per GIL hold, each written before the next is
-/// asked for (a slow client holds the iteration back).
-async fn stream(
-    engine: &Arc<Engine>,
-    c: &mut Conn,
-    framed: &Framed,
-    call: super::dispatch::Call,
-    mut pump: Pump,
-    first: Bytes,
-) -> bool {
-    let mut left = (framed.length >= 0).then_some(framed.length as u64);
-    let mut sent = 0u64;
-    let mut ok = c.write(&[&framed.head]).await.is_ok();
-    let mut block = Some(first);
-    let mut complete = false;
-    while ok {
-        let Some(next) = block.take() else {
-            complete = true;
-            break;
-        };
-        let next = capped(next, &mut left);
-        sent += next.len() as u64;
-        ok = write_block(c, framed, &next).await.is_ok();
-        if !ok || left == Some(0) {
-            complete = ok;
-            break;
-        }
-        let step = {
-            let _busy = engine.clock.enter();
-            Python::attach(|py| pump.step(py, &call))
-        };
-        match step {
-            Ok(more) => block = more,
-            Err(err) => {
-                Python::attach(|py| {
-                    engine.report(py, call.environ.bind(py), err, "response cut off")
-                });
-                ok = false;
-            }
-        }
-    }
-    if complete && framed.chunked {
-        complete = c.write(&[b"0\r\n\r\n"]).await.is_ok();
-    }
-    Python::attach(|py| {
-        pump.close(py);
-        let status = call.start.borrow(py).code;
-        engine.done(py, &call, status, sent);
-        drop(pump);
-        drop(call);
-    });
-    complete && framed.keep_alive && left.is_none_or(|n| n == 0)
-}
-
-/// A regular file, read on this thread (body.rs says why) after the head.
-async fn send_file(
-    c: &mut Conn,
-    framed: &Framed,
-    mut file: std::fs::File,
-    len: u64,
-) -> io::Result<u64> {
-    use std::io::Read;
-    let mut left = if framed.length >= 0 {
-        len.min(framed.length as u64)
-    } else {
-        len
-    };
-    let mut buf = vec![0u8; (left as usize).clamp(1, FILE_CHUNK)];
-    let first = (left as usize).min(buf.len());
-    let n = file.read(&mut buf[..first])?;
-    c.write(&[&framed.head, &buf[..n]]).await?;
-    let mut sent = n as u64;
-    left -= n as u64;
-    while left > 0 {
-        let want = (left as usize).min(buf.len());
-        let n = file.read(&mut buf[..want])?;
-        if n == 0 {
-            return Err(io::ErrorKind::UnexpectedEof.into()); // the file shrank
-        }
-        c.write(&[&buf[..n]]).await?;
-        sent += n as u64;
-        left -= n as u64;
-    }
-    Ok(sent)
-}
-
-/// The Python workers' error answer (http/errors.py `error_response`).
 /// The body could not go to its temporary file (a full disk, TMPDIR gone).
 fn not_stored(e: io::Error) -> Stop {
     Stop::Refuse(500, format!("Request body could not be stored: {e}"))
 }
 
+/// The Python workers' error answer (http/errors.py `error_response`).
 fn error_bytes(status: u16, text: &str, body: bool) -> Vec<u8> {
     let reason = crate::h1::reason_phrase(status);
     let message = if !text.is_empty() && text != reason {

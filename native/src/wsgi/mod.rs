@@ -13,6 +13,7 @@ mod app;
 mod clock;
 mod dispatch;
 mod h1;
+mod h1_response;
 mod head;
 mod input;
 mod spool;
