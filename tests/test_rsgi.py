@@ -201,6 +201,34 @@ def test_keep_alive_and_pipelining(rsgi):
     assert data.count(b"HTTP/1.1 204") == 3 and data.count(b"HTTP/1.1 201") == 1
 
 
+@pytest.mark.parametrize("kind", ["rsgi", "native-asgi"])
+def test_one_connection_moves_to_hyper_mid_stream(start_server, kind):
+    """Plain requests are served without hyper (h1_direct.rs) until one needs
+    it (here a chunked upload, then a 100-continue one): hyper takes the
+    connection from that request on, with the requests pipelined behind it,
+    and nothing is lost or answered twice."""
+    worker, app = ("rsgi", "rsgi_apps:app") if kind == "rsgi" else ("native", "asgi_apps:app")
+    server = start_server("-k", worker, "-w", "1", app)
+    plain = b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nplain"
+    chunked = (
+        b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"3\r\nchu\r\n4\r\nnked\r\n0\r\n\r\n"
+    )
+    expects = (
+        b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 7\r\n"
+        b"Expect: 100-continue\r\n\r\nexpects"
+    )
+    last = b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\nConnection: close\r\n\r\nlast"
+    with server.connect() as sock:
+        sock.sendall(plain * 2 + chunked + plain + expects + last)
+        data = read_until_closed(sock)
+    answers = data.replace(b"HTTP/1.1 100 Continue\r\n\r\n", b"").split(b"HTTP/1.1 ")[1:]
+    assert [a[:3] for a in answers] == [b"200"] * 6, data
+    bodies = [a.split(b"\r\n\r\n", 1)[1] for a in answers]
+    sent = [b"plain", b"plain", b"chunked", b"plain", b"expects", b"last"]
+    assert [body in got for body, got in zip(sent, bodies, strict=True)] == [True] * 6, data
+
+
 # -- backpressure and disconnects -------------------------------------------------
 
 

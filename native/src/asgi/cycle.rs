@@ -23,9 +23,9 @@ use tokio::sync::mpsc::error::TrySendError;
 
 use super::messages::{self, Sent};
 use crate::rsgi::body::{server_error, BodyStream};
-use crate::rsgi::bridge::{Event, Outcome, Prefetched};
+use crate::rsgi::bridge::{Event, Outcome};
 use crate::rsgi::server::LoopCtx;
-use crate::server::{ConnInfo, Exchange, Reply, ReplySlot, Tracker};
+use crate::server::{ConnInfo, Exchange, ExchangeBody, Reply, ReplySlot, Tracker};
 
 /// Body bytes already received that one `http.request` message carries at
 /// most (the asgi worker's high-water mark).
@@ -90,13 +90,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl HttpCycle {
-    /// `body`: the whole body when it was read already.
-    pub fn new(
-        ctx: Arc<LoopCtx>,
-        ex: Exchange,
-        body: Option<Prefetched>,
-    ) -> (Self, hyper::http::request::Parts) {
-        let cut = matches!(body, Some(Prefetched::Cut));
+    pub fn new(ctx: Arc<LoopCtx>, ex: Exchange) -> (Self, hyper::http::request::Parts) {
+        let cut = matches!(ex.body, ExchangeBody::Cut);
         let cycle = HttpCycle {
             ctx,
             conn: ex.conn,
@@ -104,10 +99,10 @@ impl HttpCycle {
             reply: ex.reply,
             tracker: ex.tracker,
             limit_body: ex.limit_body,
-            inbound: Mutex::new(match body {
-                Some(Prefetched::Whole(body)) => Inbound::Read(body),
-                Some(Prefetched::Cut) => Inbound::Delivered,
-                None => Inbound::Unread(ex.body),
+            inbound: Mutex::new(match ex.body {
+                ExchangeBody::Incoming(body) => Inbound::Unread(body),
+                ExchangeBody::Whole(body) => Inbound::Read(body),
+                ExchangeBody::Cut => Inbound::Delivered,
             }),
             outbound: Mutex::new(Outbound::NotStarted),
             status: AtomicU16::new(0),

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use bytes::Bytes;
 use pyo3::prelude::*;
 
-use crate::server::{Dispatch, Exchange, WsExchange};
+use crate::server::{Dispatch, Exchange, ExchangeBody, WsExchange, SMALL_BODY};
 
 /// The result of work done in tokio for an awaiting Python future.
 pub enum Outcome {
@@ -28,19 +28,11 @@ pub enum Outcome {
 }
 
 pub enum Event {
-    /// A request, with its body when it was read before the hand-over.
-    Request(Box<Exchange>, Option<Prefetched>),
+    Request(Box<Exchange>),
     WebSocket(Box<WsExchange>),
     Ready(Py<PyAny>, Outcome),
     /// Work that needs the GIL, run on the loop thread by `drain()`.
     Call(Box<dyn FnOnce(Python<'_>) + Send>),
-}
-
-/// A body read before the hand-over.
-pub enum Prefetched {
-    Whole(Bytes),
-    /// The client left (or the connection broke) before all of it came.
-    Cut,
 }
 
 pub struct Bridge {
@@ -98,9 +90,6 @@ impl Bridge {
 /// The server's dispatcher: every request becomes an event for the loop.
 pub struct BridgeDispatch(pub std::sync::Arc<Bridge>);
 
-/// Bodies up to this size with a Content-Length are read before the hand-over.
-const PREFETCH: u64 = 64 * 1024;
-
 impl Dispatch for BridgeDispatch {
     /// A small body with a Content-Length is read on the runtime first, so the
     /// app's first read of it is answered at once instead of with one more
@@ -108,20 +97,24 @@ impl Dispatch for BridgeDispatch {
     /// asked for when the app reads, as the asgi worker does.
     fn dispatch(&self, mut exchange: Exchange) {
         use hyper::body::Body;
-        let small = exchange
-            .body
-            .size_hint()
-            .exact()
-            .is_some_and(|n| n > 0 && n <= PREFETCH);
+        let small = match &exchange.body {
+            ExchangeBody::Incoming(incoming) => incoming
+                .size_hint()
+                .exact()
+                .is_some_and(|n| n > 0 && n <= SMALL_BODY),
+            ExchangeBody::Whole(_) | ExchangeBody::Cut => false,
+        };
         let expects = exchange.head.headers.contains_key(hyper::header::EXPECT);
         if !small || expects {
-            self.0.push(Event::Request(Box::new(exchange), None));
+            self.0.push(Event::Request(Box::new(exchange)));
             return;
         }
         let bridge = self.0.clone();
         exchange.runtime.clone().spawn(async move {
-            let body = read_whole(&mut exchange.body).await;
-            bridge.push(Event::Request(Box::new(exchange), body));
+            if let ExchangeBody::Incoming(incoming) = &mut exchange.body {
+                exchange.body = read_whole(incoming).await;
+            }
+            bridge.push(Event::Request(Box::new(exchange)));
         });
     }
 
@@ -132,13 +125,13 @@ impl Dispatch for BridgeDispatch {
 
 /// Every data frame of `body`; a body that came in one frame (the usual
 /// small one) is that frame, not a copy.
-async fn read_whole(body: &mut hyper::body::Incoming) -> Option<Prefetched> {
+async fn read_whole(body: &mut hyper::body::Incoming) -> ExchangeBody {
     use http_body_util::BodyExt;
     let mut first = Bytes::new();
     let mut joined: Option<bytes::BytesMut> = None;
     while let Some(frame) = body.frame().await {
         let Ok(frame) = frame else {
-            return Some(Prefetched::Cut);
+            return ExchangeBody::Cut;
         };
         let Ok(data) = frame.into_data() else {
             continue;
@@ -153,5 +146,5 @@ async fn read_whole(body: &mut hyper::body::Incoming) -> Option<Prefetched> {
             joined = Some(whole);
         }
     }
-    Some(Prefetched::Whole(joined.map_or(first, |w| w.freeze())))
+    ExchangeBody::Whole(joined.map_or(first, |w| w.freeze()))
 }

@@ -21,7 +21,7 @@ use super::bridge::Outcome;
 use super::errors::{RSGIProtocolClosed, RSGIProtocolError};
 use super::server::LoopCtx;
 use super::transport::{HTTPStreamTransport, StreamSlot, STREAM_DEPTH};
-use crate::server::{Exchange, Reply, ReplySlot, Tracker};
+use crate::server::{Exchange, ExchangeBody, Reply, ReplySlot, Tracker};
 
 enum BodyState {
     /// The whole body, read before the hand-over (`BridgeDispatch`).
@@ -61,11 +61,9 @@ pub struct HTTPProtocol {
 }
 
 impl HTTPProtocol {
-    /// `body`: the whole body when it was read already.
     pub fn new(
         ctx: Arc<LoopCtx>,
         ex: Exchange,
-        body: Option<super::bridge::Prefetched>,
     ) -> (
         Self,
         hyper::http::request::Parts,
@@ -78,10 +76,10 @@ impl HTTPProtocol {
             reply: ex.reply,
             tracker: ex.tracker,
             limit_body: ex.limit_body,
-            body: Mutex::new(match body {
-                Some(super::bridge::Prefetched::Whole(body)) => BodyState::Read(body),
-                Some(super::bridge::Prefetched::Cut) => BodyState::Cut,
-                None => BodyState::Unread(ex.body),
+            body: Mutex::new(match ex.body {
+                ExchangeBody::Incoming(body) => BodyState::Unread(body),
+                ExchangeBody::Whole(body) => BodyState::Read(body),
+                ExchangeBody::Cut => BodyState::Cut,
             }),
             stream: Arc::new(Mutex::new(None)),
             status: AtomicU16::new(0),
@@ -160,6 +158,10 @@ impl HTTPProtocol {
         let stream = {
             let mut state = self.body.lock().unwrap_or_else(|e| e.into_inner());
             match &*state {
+                BodyState::Read(body) if body.is_empty() => {
+                    *state = BodyState::Consumed;
+                    return Err(PyStopAsyncIteration::new_err(()));
+                }
                 BodyState::Read(_) => {
                     let BodyState::Read(body) = std::mem::replace(&mut *state, BodyState::Consumed)
                     else {

@@ -278,7 +278,7 @@ impl NativeServer {
         crate::server::new_round();
         for event in self.ctx.bridge.take() {
             match event {
-                Event::Request(ex, body) => self.start(py, *ex, body),
+                Event::Request(ex) => self.start(py, *ex),
                 Event::WebSocket(ex) => self.start_ws(py, *ex),
                 Event::Ready(fut, outcome) => complete(py, fut, outcome),
                 Event::Call(f) => f(py),
@@ -384,16 +384,11 @@ impl NativeServer {
             })
     }
 
-    fn start(
-        &self,
-        py: Python<'_>,
-        ex: crate::server::Exchange,
-        body: Option<super::bridge::Prefetched>,
-    ) {
+    fn start(&self, py: Python<'_>, ex: crate::server::Exchange) {
         if let Some(app) = &self.asgi {
-            return self.start_asgi(py, app.get(), ex, body);
+            return self.start_asgi(py, app.get(), ex);
         }
-        let (proto, head, conn) = HTTPProtocol::new(self.ctx.clone(), ex, body);
+        let (proto, head, conn) = HTTPProtocol::new(self.ctx.clone(), ex);
         let reply = proto.reply_slot();
         let proxied = match self.proxied(py, &head, &conn) {
             Ok(proxied) => proxied,
@@ -413,14 +408,8 @@ impl NativeServer {
         }
     }
 
-    fn start_asgi(
-        &self,
-        py: Python<'_>,
-        app: &crate::asgi::AsgiApp,
-        ex: crate::server::Exchange,
-        body: Option<super::bridge::Prefetched>,
-    ) {
-        let (cycle, head) = crate::asgi::HttpCycle::new(self.ctx.clone(), ex, body);
+    fn start_asgi(&self, py: Python<'_>, app: &crate::asgi::AsgiApp, ex: crate::server::Exchange) {
+        let (cycle, head) = crate::asgi::HttpCycle::new(self.ctx.clone(), ex);
         let reply = cycle.reply_slot();
         let conn = cycle.conn();
         let proxied = match self.proxied(py, &head, &conn) {

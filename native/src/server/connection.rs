@@ -163,9 +163,30 @@ pub async fn serve<T>(
         served.await;
         return;
     }
+    let io = Prefixed::new(prefix, stream);
+    if h2 {
+        return serve_hyper(Prefixed::new(Bytes::new(), io), conn, shared, stop, h2).await;
+    }
+    // Plain requests without hyper (h1_direct.rs), until one needs it.
+    let direct = super::h1_direct::serve(io, conn.clone(), shared.clone(), stop.clone());
+    if let Some((io, read)) = direct.await {
+        serve_hyper(Prefixed::new(read, io), conn, shared, stop, false).await;
+    }
+}
+
+/// hyper's side: HTTP/2, and HTTP/1.1 from wherever h1_direct.rs left it.
+async fn serve_hyper<T>(
+    io: T,
+    conn: Arc<ConnInfo>,
+    shared: Arc<Shared>,
+    stop: watch::Receiver<bool>,
+    h2: bool,
+) where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     // HTTP/1.1 bytes reach hyper only once `h1` has checked them (strict_io.rs).
     let io = TokioIo::new(StrictIo::new(
-        Prefixed::new(prefix, stream),
+        io,
         conn.clone(),
         shared.config.limits(),
         shared.config.header_timeout,

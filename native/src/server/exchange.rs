@@ -85,12 +85,26 @@ impl ConnInfo {
 /// answer goes, and the runtime that owns the connection (body reads run there).
 pub struct Exchange {
     pub head: hyper::http::request::Parts,
-    pub body: Incoming,
+    pub body: ExchangeBody,
     pub conn: Arc<ConnInfo>,
     pub reply: ReplySlot,
     pub tracker: Arc<Tracker>,
     pub runtime: tokio::runtime::Handle,
     pub limit_body: u64,
+}
+
+/// Bodies up to this size with a Content-Length are read before the request
+/// is handed over (h1_direct.rs, and the bridge for hyper's requests): the
+/// app's first read is then answered at once.
+pub const SMALL_BODY: u64 = 64 * 1024;
+
+/// A request's body: still coming through hyper, or read before the
+/// hand-over (h1_direct.rs serves only requests whose body is in hand).
+pub enum ExchangeBody {
+    Incoming(Incoming),
+    Whole(Bytes),
+    /// The client left (or the connection broke) before all of it came.
+    Cut,
 }
 
 pub trait Dispatch: Send + Sync {

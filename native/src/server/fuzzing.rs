@@ -15,7 +15,7 @@ use tokio::sync::watch;
 
 use super::config::{Http2Config, HttpMode, RuntimeMode, ServerConfig};
 use super::connection::{serve, Builders, Proto};
-use super::exchange::{ConnInfo, Dispatch, Exchange, Reply};
+use super::exchange::{ConnInfo, Dispatch, Exchange, ExchangeBody, Reply};
 use super::runtime::Shared;
 use super::websocket::{WsAnswer, WsConfig, WsExchange};
 
@@ -35,14 +35,21 @@ impl Dispatch for Echo {
             ..
         } = exchange;
         runtime.spawn(async move {
-            let mut body = body;
             let mut echoed = Vec::new();
-            while let Some(frame) = body.frame().await {
-                let Ok(frame) = frame else { break };
-                if let Ok(data) = frame.into_data() {
-                    let room = ECHO_LIMIT.saturating_sub(echoed.len());
-                    echoed.extend_from_slice(&data[..data.len().min(room)]);
+            match body {
+                ExchangeBody::Incoming(mut body) => {
+                    while let Some(frame) = body.frame().await {
+                        let Ok(frame) = frame else { break };
+                        if let Ok(data) = frame.into_data() {
+                            let room = ECHO_LIMIT.saturating_sub(echoed.len());
+                            echoed.extend_from_slice(&data[..data.len().min(room)]);
+                        }
+                    }
                 }
+                ExchangeBody::Whole(data) => {
+                    echoed.extend_from_slice(&data[..data.len().min(ECHO_LIMIT)])
+                }
+                ExchangeBody::Cut => {}
             }
             reply.send(Reply::Full {
                 status: StatusCode::OK,

@@ -14,6 +14,8 @@ mod exchange;
 mod fin_watch;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
+mod h1_direct;
+pub(crate) mod h1_wire;
 mod listener;
 mod proxy_read;
 mod reply_batch;
@@ -30,7 +32,10 @@ mod ws_session;
 
 pub use body::ResponseBody;
 pub use config::{Http2Config, HttpMode, RuntimeMode, ServerConfig};
-pub use exchange::{BoxIo, ConnInfo, Dispatch, Exchange, Reply, ReplySlot, Served, Tracker};
+pub use exchange::{
+    BoxIo, ConnInfo, Dispatch, Exchange, ExchangeBody, Reply, ReplySlot, Served, Tracker,
+    SMALL_BODY,
+};
 pub use fin_watch::client_fin;
 pub use reply_batch::{batch_on_this_thread, flush as flush_replies, new_round, stop_batching};
 pub use runtime::{Server, Shared};

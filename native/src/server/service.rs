@@ -15,7 +15,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::oneshot;
 
 use super::body::{ExchangeGuard, Framing, ResponseBody};
-use super::exchange::{ConnInfo, Exchange, Reply, ReplySlot, Tracker};
+use super::exchange::{ConnInfo, Exchange, ExchangeBody, Reply, ReplySlot, Tracker};
 use super::runtime::Shared;
 use super::strict;
 use super::websocket;
@@ -86,7 +86,7 @@ async fn answer(
     let ordinal = guard.ordinal;
     shared.dispatch.dispatch(Exchange {
         head,
-        body,
+        body: ExchangeBody::Incoming(body),
         conn,
         reply: ReplySlot::new(tx),
         tracker: tracker.clone(),
@@ -188,7 +188,10 @@ async fn respond(
 }
 
 /// Opened on the runtime thread, as the body is read (body.rs says why).
-fn open_file(path: &std::path::Path, range: Option<(u64, u64)>) -> std::io::Result<Framing> {
+pub(super) fn open_file(
+    path: &std::path::Path,
+    range: Option<(u64, u64)>,
+) -> std::io::Result<Framing> {
     use std::io::Seek;
     let mut file = std::fs::File::open(path)?;
     let meta = file.metadata()?;

@@ -27,7 +27,8 @@ use crate::py::environ::{self, put, HeadView};
 use crate::rsgi::body::{bad_request, body_timed_out, server_error, BodyStream};
 use crate::rsgi::bridge::Outcome;
 use crate::server::{
-    BoxIo, ConnInfo, Dispatch, Exchange, Reply, ReplySlot, Served, Shared, Tracker, WsAnswer,
+    BoxIo, ConnInfo, Dispatch, Exchange, ExchangeBody, Reply, ReplySlot, Served, Shared, Tracker,
+    WsAnswer,
 };
 
 pub struct WsgiDispatch(Arc<Engine>);
@@ -78,10 +79,18 @@ impl Dispatch for WsgiDispatch {
             ..
         } = ex;
         let engine = self.0.clone();
-        if hyper::body::Body::is_end_stream(&body) {
-            engine.serve(&head, &conn, RequestBody::empty(), &reply, tracker);
-            return;
-        }
+        let body = match body {
+            ExchangeBody::Whole(b) => {
+                engine.serve(&head, &conn, RequestBody::Memory(b), &reply, tracker);
+                return;
+            }
+            ExchangeBody::Incoming(b) if hyper::body::Body::is_end_stream(&b) => {
+                engine.serve(&head, &conn, RequestBody::empty(), &reply, tracker);
+                return;
+            }
+            ExchangeBody::Incoming(b) => b,
+            ExchangeBody::Cut => return, // the client left: nobody to answer
+        };
         tokio::spawn(async move {
             // A body over the limit, or a malformed one, was answered by the
             // reader (413, 400); a client that left needs no answer.

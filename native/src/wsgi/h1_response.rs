@@ -9,9 +9,9 @@ use bytes::Bytes;
 use pyo3::prelude::*;
 
 use super::dispatch::Engine;
-use super::h1::Conn;
 use super::stream::{capped, Pump};
 use crate::h1::ResponseHeadBuilder;
+use crate::server::h1_wire::Wire;
 
 const FILE_CHUNK: usize = 256 * 1024;
 
@@ -79,15 +79,15 @@ pub(super) fn frame(
     }
 }
 
-pub(super) async fn write_block(c: &mut Conn, framed: &Framed, block: &[u8]) -> io::Result<()> {
+pub(super) async fn write_block(c: &mut Wire, framed: &Framed, block: &[u8]) -> io::Result<()> {
     if block.is_empty() || framed.length == 0 {
         return Ok(());
     }
     if framed.chunked {
         let size = format!("{:x}\r\n", block.len());
-        c.write(&[size.as_bytes(), block, b"\r\n"]).await
+        c.write([size.as_bytes(), block, b"\r\n"]).await
     } else {
-        c.write(&[block]).await
+        c.write([block]).await
     }
 }
 
@@ -95,7 +95,7 @@ pub(super) async fn write_block(c: &mut Conn, framed: &Framed, block: &[u8]) -> 
 /// asked for (a slow client holds the iteration back).
 pub(super) async fn stream(
     engine: &Arc<Engine>,
-    c: &mut Conn,
+    c: &mut Wire,
     framed: &Framed,
     call: super::dispatch::Call,
     mut pump: Pump,
@@ -103,7 +103,7 @@ pub(super) async fn stream(
 ) -> bool {
     let mut left = (framed.length >= 0).then_some(framed.length as u64);
     let mut sent = 0u64;
-    let mut ok = c.write(&[&framed.head]).await.is_ok();
+    let mut ok = c.write([&framed.head]).await.is_ok();
     let mut block = Some(first);
     let mut complete = false;
     while ok {
@@ -133,7 +133,7 @@ pub(super) async fn stream(
         }
     }
     if complete && framed.chunked {
-        complete = c.write(&[b"0\r\n\r\n"]).await.is_ok();
+        complete = c.write([b"0\r\n\r\n"]).await.is_ok();
     }
     Python::attach(|py| {
         pump.close(py);
@@ -147,7 +147,7 @@ pub(super) async fn stream(
 
 /// A regular file, read on this thread (body.rs says why) after the head.
 pub(super) async fn send_file(
-    c: &mut Conn,
+    c: &mut Wire,
     framed: &Framed,
     mut file: std::fs::File,
     len: u64,
@@ -161,7 +161,7 @@ pub(super) async fn send_file(
     let mut buf = vec![0u8; (left as usize).clamp(1, FILE_CHUNK)];
     let first = (left as usize).min(buf.len());
     let n = file.read(&mut buf[..first])?;
-    c.write(&[&framed.head, &buf[..n]]).await?;
+    c.write([&framed.head, &buf[..n]]).await?;
     let mut sent = n as u64;
     left -= n as u64;
     while left > 0 {
@@ -170,7 +170,7 @@ pub(super) async fn send_file(
         if n == 0 {
             return Err(io::ErrorKind::UnexpectedEof.into()); // the file shrank
         }
-        c.write(&[&buf[..n]]).await?;
+        c.write([&buf[..n]]).await?;
         sent += n as u64;
         left -= n as u64;
     }

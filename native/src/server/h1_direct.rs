@@ -1,0 +1,391 @@
+//! HTTP/1.1 for the bridge (RSGI, and ASGI on the engine) without hyper, for
+//! the requests that make up nearly all traffic: no upgrade, no CONNECT, no
+//! `Expect`, and a body of at most `SMALL_BODY` with a Content-Length. Their
+//! head goes through `h1` once (hyper parsed it again after strict_io.rs, and
+//! strict_io.rs copied every byte on its way to hyper), the body is read
+//! before the hand-over, and the response head is `h1::ResponseHeadBuilder`'s,
+//! written with its body in one `writev`.
+//!
+//! The first request that is not one of those (a WebSocket handshake, a
+//! streamed or large upload) hands the connection to hyper with everything
+//! read so far, that request's head included: hyper serves the rest of the
+//! connection as it serves every connection when this loop is off. The
+//! switch is one way, and happens between requests, so no request is ever
+//! half-served by each.
+
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes};
+use hyper::header::{HeaderName, HeaderValue, CONNECTION, CONTENT_TYPE};
+use hyper::http::request::Parts;
+use hyper::{HeaderMap, Method, Request, StatusCode, Uri, Version};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::body::{ExchangeGuard, Framing};
+use super::exchange::{ConnInfo, Exchange, ExchangeBody, Reply, ReplySlot, Tracker, SMALL_BODY};
+use super::h1_wire::{error_bytes, Stop, Wire};
+use super::runtime::Shared;
+use crate::h1::{self, RequestHead, ResponseHead, ResponseHeadBuilder};
+
+const FILE_CHUNK: usize = 256 * 1024;
+
+/// The connection's stream, whatever lies under it (TCP, unix, TLS): not
+/// boxed, so that hyper gets the same concrete stream after a hand-over.
+pub(super) trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Io for T {}
+
+/// The stream and the bytes read from it that hyper must see first.
+pub(super) type Handover<I> = (I, Bytes);
+
+/// Serves the connection until it ends (`None`) or a request needs hyper.
+pub(super) async fn serve<I: Io>(
+    io: I,
+    conn: Arc<ConnInfo>,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+) -> Option<Handover<I>> {
+    let mut w = Wire::new(io);
+    let cfg = &shared.config;
+    let mut first = true;
+    let linger = loop {
+        let idle = if first {
+            cfg.header_timeout.or(cfg.keepalive)
+        } else {
+            cfg.keepalive
+        };
+        first = false;
+        if !w.wait_for_request(idle, &mut stop).await {
+            break false;
+        }
+        let (head, n) = match w.read_head(&shared).await {
+            Ok(parsed) => parsed,
+            Err(Stop::Close) => break false,
+            Err(Stop::Refuse(status, reason)) => {
+                let _ = w.io.write_all(&error_bytes(status, &reason, true)).await;
+                break true;
+            }
+        };
+        let Some(parts) = direct_parts(&head, &shared) else {
+            return Some(w.into_parts());
+        };
+        w.buf.advance(n);
+        let body = read_body(&mut w, head.content_length.unwrap_or(0) as usize).await;
+        let cut = matches!(body, ExchangeBody::Cut);
+        let kept = exchange(&mut w, parts, body, &head, &conn, &shared).await;
+        if !kept || cut {
+            break !cut && !w.buf.is_empty();
+        }
+    };
+    w.close(linger).await;
+    None
+}
+
+/// The request as the bridge takes it, when this loop serves it.
+fn direct_parts(h: &RequestHead, shared: &Shared) -> Option<Parts> {
+    let length = h.content_length.unwrap_or(0);
+    let limit = shared.config.limit_request_body;
+    // hyper takes any Upgrade field, with or without `Connection: upgrade`,
+    // as a wish to upgrade (strict_io.rs follows it the same way).
+    if h.chunked
+        || length > SMALL_BODY
+        || (limit != 0 && length > limit)
+        || h.method() == b"CONNECT"
+        || h.header(b"upgrade").is_some()
+        || h.header(b"expect").is_some()
+    {
+        return None;
+    }
+    // What `http` refuses (a rare target or method), hyper answers as before.
+    let mut b = Request::builder()
+        .method(Method::from_bytes(h.method()).ok()?)
+        .uri(Uri::try_from(h.target()).ok()?)
+        .version(match h.version {
+            h1::Version::Http10 => Version::HTTP_10,
+            h1::Version::Http11 => Version::HTTP_11,
+        });
+    let headers = b.headers_mut()?;
+    headers.reserve(h.field_count());
+    for (name, value) in h.fields() {
+        headers.append(
+            HeaderName::from_bytes(name).ok()?,
+            HeaderValue::from_bytes(value).ok()?,
+        );
+    }
+    Some(b.body(()).ok()?.into_parts().0)
+}
+
+/// The whole (small) body; `Cut` when the client left before it came.
+async fn read_body<I: Io>(w: &mut Wire<I>, length: usize) -> ExchangeBody {
+    while w.buf.len() < length {
+        if w.more(None).await.is_err() {
+            return ExchangeBody::Cut;
+        }
+    }
+    ExchangeBody::Whole(if length == 0 {
+        Bytes::new()
+    } else {
+        w.buf.split_to(length).freeze()
+    })
+}
+
+/// What the request says about its response's framing.
+#[derive(Clone, Copy)]
+struct Target {
+    http11: bool,
+    keep_alive: bool,
+    is_head: bool,
+}
+
+/// One request through the dispatcher and its reply written; true when the
+/// connection may carry another request.
+async fn exchange<I: Io>(
+    w: &mut Wire<I>,
+    parts: Parts,
+    body: ExchangeBody,
+    h: &RequestHead,
+    conn: &Arc<ConnInfo>,
+    shared: &Shared,
+) -> bool {
+    let cfg = &shared.config;
+    let mut t = Target {
+        http11: h.version == h1::Version::Http11,
+        keep_alive: h.keep_alive && cfg.keepalive.is_some(),
+        is_head: h.method() == b"HEAD",
+    };
+    let limit = cfg.limit_concurrency;
+    if limit > 0 && shared.counters.in_flight() >= limit {
+        let busy = plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Service Unavailable",
+            false,
+        );
+        let nobody = Arc::new(Tracker::default());
+        return write_reply(w, busy, t, &nobody).await;
+    }
+    let (tx, rx) = oneshot::channel();
+    let tracker = Arc::new(Tracker::default());
+    // Dropped once the reply is written (or the connection failed under it),
+    // which tells the answerer the exchange is over.
+    let guard = ExchangeGuard::new(tracker.clone(), shared.counters.clone(), conn.clone());
+    shared.dispatch.dispatch(Exchange {
+        head: parts,
+        body,
+        conn: conn.clone(),
+        reply: ReplySlot::new(tx),
+        tracker: tracker.clone(),
+        runtime: tokio::runtime::Handle::current(),
+        limit_body: cfg.limit_request_body,
+    });
+    let reply = rx.await.unwrap_or_else(|_| {
+        // The answerer dropped the request without a reply (it logs why).
+        plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Internal Server Error",
+            true,
+        )
+    });
+    t.keep_alive &= !shared.closes_after(guard.ordinal);
+    let kept = write_reply(w, reply, t, &tracker).await;
+    drop(guard);
+    kept
+}
+
+/// A short text answer from the server itself (as service.rs's `plain`).
+fn plain(status: StatusCode, text: &'static str, close: bool) -> Reply {
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    if close {
+        headers.insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    Reply::Full {
+        status,
+        headers,
+        body: Bytes::from_static(text.as_bytes()),
+    }
+}
+
+fn response_head(
+    status: StatusCode,
+    headers: &HeaderMap,
+    t: Target,
+    known: Option<u64>,
+) -> Result<ResponseHead, &'static str> {
+    let code = status.as_u16();
+    let reason = h1::reason_phrase(code);
+    let mut line = Vec::with_capacity(4 + reason.len());
+    line.extend_from_slice(code.to_string().as_bytes());
+    if !reason.is_empty() {
+        line.push(b' ');
+        line.extend_from_slice(reason.as_bytes());
+    }
+    let mut b = ResponseHeadBuilder::new(&line, t.http11, t.keep_alive, t.is_head)?;
+    for (name, value) in headers {
+        b.header(name.as_str().as_bytes(), value.as_bytes())?;
+    }
+    Ok(b.finish_with_length(known))
+}
+
+/// Writes one reply; true when the connection may carry another request.
+async fn write_reply<I: Io>(
+    w: &mut Wire<I>,
+    reply: Reply,
+    t: Target,
+    tracker: &Arc<Tracker>,
+) -> bool {
+    let reply = match reply {
+        Reply::File {
+            status,
+            headers,
+            path,
+            range,
+        } => match super::service::open_file(&path, range) {
+            Ok(Framing::File { file, remaining }) => Reply::Opened {
+                status,
+                headers,
+                file,
+                len: remaining,
+            },
+            _ => plain(StatusCode::NOT_FOUND, "Not Found", false),
+        },
+        other => other,
+    };
+    match reply {
+        Reply::Full {
+            status,
+            headers,
+            body,
+        } => {
+            let Ok(head) = response_head(status, &headers, t, Some(body.len() as u64)) else {
+                return server_error(w).await;
+            };
+            let n = capped(&head, body.len());
+            let ok = if head.chunked && n > 0 {
+                let size = format!("{n:x}\r\n");
+                w.write([&head.bytes, size.as_bytes(), &body[..n], b"\r\n0\r\n\r\n"])
+                    .await
+            } else if head.chunked {
+                w.write([&head.bytes, b"0\r\n\r\n"]).await
+            } else {
+                w.write([&head.bytes, &body[..n]]).await
+            };
+            ok.is_ok() && head.keep_alive && complete(&head, n as u64)
+        }
+        // Opened above.
+        Reply::File { .. } => false,
+        Reply::Opened {
+            status,
+            headers,
+            file,
+            len,
+        } => match response_head(status, &headers, t, Some(len)) {
+            Ok(head) => write_file(w, head, file, len).await,
+            Err(_) => server_error(w).await,
+        },
+        Reply::Stream {
+            status,
+            headers,
+            chunks,
+        } => match response_head(status, &headers, t, None) {
+            Ok(head) => write_stream(w, head, chunks, tracker.clone()).await,
+            Err(_) => server_error(w).await,
+        },
+    }
+}
+
+/// The body bytes of `len` that go out: none where no body is allowed, never
+/// more than the announced Content-Length.
+fn capped(head: &ResponseHead, len: usize) -> usize {
+    match usize::try_from(head.content_length) {
+        Ok(max) => len.min(max),
+        Err(_) => len,
+    }
+}
+
+/// Whether all the body the head announced went out.
+fn complete(head: &ResponseHead, sent: u64) -> bool {
+    u64::try_from(head.content_length).is_err() || sent == head.content_length as u64
+}
+
+async fn server_error<I: Io>(w: &mut Wire<I>) -> bool {
+    let _ = w.write([&error_bytes(500, "", true)]).await;
+    false
+}
+
+/// A regular file, read on this thread (body.rs says why), after the head.
+async fn write_file<I: Io>(
+    w: &mut Wire<I>,
+    mut head: ResponseHead,
+    mut file: std::fs::File,
+    len: u64,
+) -> bool {
+    use std::io::Read;
+    let mut left = capped(&head, len as usize) as u64;
+    let mut buf = vec![0u8; (left as usize).clamp(1, FILE_CHUNK)];
+    let mut pending = std::mem::take(&mut head.bytes);
+    let mut sent = 0u64;
+    while left > 0 {
+        let want = (left as usize).min(buf.len());
+        let n = match file.read(&mut buf[..want]) {
+            Ok(0) | Err(_) => break, // the file shrank: the length cannot be kept
+            Ok(n) => n,
+        };
+        if w.write([&pending, &buf[..n]]).await.is_err() {
+            return false;
+        }
+        pending.clear();
+        sent += n as u64;
+        left -= n as u64;
+    }
+    if !pending.is_empty() && w.write([&pending]).await.is_err() {
+        return false;
+    }
+    head.keep_alive && complete(&head, sent)
+}
+
+/// A streamed body, each chunk written as it comes (a slow client holds the
+/// app's next `send` back: the channel is bounded).
+async fn write_stream<I: Io>(
+    w: &mut Wire<I>,
+    mut head: ResponseHead,
+    mut chunks: mpsc::Receiver<Bytes>,
+    tracker: Arc<Tracker>,
+) -> bool {
+    let mut pending = std::mem::take(&mut head.bytes);
+    let mut sent = 0u64;
+    let mut left = u64::try_from(head.content_length).ok();
+    while let Some(chunk) = chunks.recv().await {
+        let n = left.map_or(chunk.len(), |l| (l as usize).min(chunk.len()));
+        if n == 0 {
+            continue; // no body allowed, or all of it sent: the rest is dropped
+        }
+        let written = if head.chunked {
+            let size = format!("{n:x}\r\n");
+            w.write([&pending, size.as_bytes(), &chunk[..n], b"\r\n"])
+                .await
+        } else {
+            w.write([&pending, &chunk[..n]]).await
+        };
+        if written.is_err() {
+            return false;
+        }
+        pending.clear();
+        sent += n as u64;
+        if let Some(l) = left.as_mut() {
+            *l -= n as u64;
+        }
+    }
+    if tracker.is_aborted() {
+        // The app raised mid-stream: what it sent went out, and the close
+        // (no last chunk) tells the client the body is incomplete.
+        let _ = w.write([&pending]).await;
+        return false;
+    }
+    if head.chunked {
+        pending.extend_from_slice(b"0\r\n\r\n");
+    }
+    if w.write([&pending]).await.is_err() {
+        return false;
+    }
+    head.keep_alive && complete(&head, sent)
+}

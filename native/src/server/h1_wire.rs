@@ -1,0 +1,211 @@
+//! The byte side of the HTTP/1.1 loops that run without hyper (the WSGI
+//! engine's, wsgi/h1.rs, and the bridge's, h1_direct.rs): one read buffer,
+//! heads through `h1::parse_request` (the Python workers' parser, so their
+//! limits, statuses and strictness), the timeouts of the other workers, and
+//! vectored writes so that a head and its body leave in one `writev`.
+//!
+//! Timeouts: a new connection's first request within `header_timeout` (then
+//! `keepalive` between requests), each head complete within `header_timeout`
+//! of its first byte (408). On a graceful stop a connection waiting for its
+//! next request is closed once it has been quiet for the grace.
+
+use std::io::{self, IoSlice};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::watch;
+use tokio::time::{timeout, Instant};
+
+use super::exchange::BoxIo;
+use super::runtime::Shared;
+use crate::h1::{parse_request, ParseError, RequestHead};
+
+const READ_SIZE: usize = 16 * 1024;
+/// As the other workers' IDLE_GRACE_ON_STOP.
+const STOP_GRACE: Duration = Duration::from_millis(1000);
+/// How long a refused connection's unread input is drained before the close
+/// (closing with unread input sends a reset, which can destroy the answer).
+const LINGER: Duration = Duration::from_millis(1000);
+
+/// Why a connection ends before its request is served.
+pub enum Stop {
+    /// Quietly: the client left, idled out, or the worker is stopping.
+    Close,
+    /// With this answer, then a close.
+    Refuse(u16, String),
+}
+
+pub struct Wire<I = BoxIo> {
+    pub io: I,
+    /// Read and not consumed yet: the head being parsed, body bytes, or
+    /// pipelined requests.
+    pub buf: BytesMut,
+    /// Set once the client's end was read.
+    pub eof: bool,
+}
+
+impl<I: AsyncRead + AsyncWrite + Unpin + Send> Wire<I> {
+    pub fn new(io: I) -> Wire<I> {
+        Wire {
+            io,
+            buf: BytesMut::with_capacity(READ_SIZE),
+            eof: false,
+        }
+    }
+
+    /// The stream and what was read from it but not consumed, for whoever
+    /// serves the connection next (hyper, after h1_direct.rs).
+    pub fn into_parts(self) -> (I, Bytes) {
+        (self.io, self.buf.freeze())
+    }
+
+    /// Reads more; false at the client's end.
+    pub async fn fill(&mut self) -> io::Result<bool> {
+        self.buf.reserve(READ_SIZE);
+        let n = self.io.read_buf(&mut self.buf).await?;
+        if n == 0 {
+            self.eof = true;
+        }
+        Ok(n > 0)
+    }
+
+    /// Waits for the first byte of the next request: true once there is one.
+    pub async fn wait_for_request(
+        &mut self,
+        idle: Option<Duration>,
+        stop: &mut watch::Receiver<bool>,
+    ) -> bool {
+        if !self.buf.is_empty() {
+            return true;
+        }
+        if self.eof {
+            return false;
+        }
+        let mut limit = idle.map(|d| Instant::now() + d);
+        let mut stopping = *stop.borrow();
+        loop {
+            if stopping {
+                // A request may be on its way already: give it the grace.
+                let grace = Instant::now() + STOP_GRACE;
+                limit = Some(limit.map_or(grace, |l| l.min(grace)));
+            }
+            let wait = async {
+                match limit {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                read = self.fill() => return matches!(read, Ok(true)),
+                _ = wait => return false,
+                _ = stop.changed(), if !stopping => stopping = true,
+            }
+        }
+    }
+
+    /// A complete head within `header_timeout` of its first byte, and its
+    /// size in `buf` (left there: the caller consumes it, or hands it on).
+    pub async fn read_head(&mut self, shared: &Shared) -> Result<(RequestHead, usize), Stop> {
+        let cfg = &shared.config;
+        let limits = cfg.limits();
+        let deadline = cfg.header_timeout.map(|d| Instant::now() + d);
+        loop {
+            match parse_request(&self.buf, &limits) {
+                Ok(Some(parsed)) => return Ok(parsed),
+                Ok(None) => {}
+                Err(ParseError { status, reason }) => {
+                    return Err(Stop::Refuse(status, reason.to_string()))
+                }
+            }
+            if self.eof {
+                return Err(Stop::Close); // a head cut short: nobody to answer
+            }
+            let read = match deadline {
+                None => self.fill().await,
+                Some(at) => match tokio::time::timeout_at(at, self.fill()).await {
+                    Ok(read) => read,
+                    Err(_) => {
+                        return Err(Stop::Refuse(
+                            408,
+                            "request head not complete within header_timeout".into(),
+                        ))
+                    }
+                },
+            };
+            if read.is_err() {
+                return Err(Stop::Close);
+            }
+        }
+    }
+
+    /// More body bytes within `idle`.
+    pub async fn more(&mut self, idle: Option<Duration>) -> Result<(), Stop> {
+        if self.eof {
+            return Err(Stop::Close);
+        }
+        let read = match idle {
+            None => self.fill().await,
+            Some(d) => match timeout(d, self.fill()).await {
+                Ok(read) => read,
+                Err(_) => return Err(Stop::Refuse(408, "request body timed out".into())),
+            },
+        };
+        match read {
+            Ok(true) => Ok(()),
+            _ => Err(Stop::Close),
+        }
+    }
+
+    /// The parts in order, with as few `writev` calls as the socket allows.
+    pub async fn write<const N: usize>(&mut self, parts: [&[u8]; N]) -> io::Result<()> {
+        let mut slices: Vec<IoSlice<'_>> = parts
+            .iter()
+            .filter(|p| !p.is_empty())
+            .map(|p| IoSlice::new(p))
+            .collect();
+        let mut slices = &mut slices[..];
+        while !slices.is_empty() {
+            let n = self.io.write_vectored(slices).await?;
+            if n == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            IoSlice::advance_slices(&mut slices, n);
+        }
+        Ok(())
+    }
+
+    /// The end: after a refusal or with input left unread, the client's
+    /// sending side is drained for a while first, so that our close does not
+    /// reset the connection under the answer.
+    pub async fn close(&mut self, linger: bool) {
+        let _ = self.io.flush().await;
+        let _ = self.io.shutdown().await;
+        if linger && !self.eof {
+            let _ = timeout(LINGER, async {
+                let mut sink = [0u8; 4096];
+                while matches!(self.io.read(&mut sink).await, Ok(n) if n > 0) {}
+            })
+            .await;
+        }
+    }
+}
+
+/// The Python workers' error answer (http/errors.py `error_response`).
+pub fn error_bytes(status: u16, text: &str, body: bool) -> Vec<u8> {
+    let reason = crate::h1::reason_phrase(status);
+    let message = if !text.is_empty() && text != reason {
+        format!("{status} {reason}\n{text}\n")
+    } else {
+        format!("{status} {reason}\n")
+    };
+    let mut out = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        message.len()
+    )
+    .into_bytes();
+    if body {
+        out.extend_from_slice(message.as_bytes());
+    }
+    out
+}
