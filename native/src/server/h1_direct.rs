@@ -97,14 +97,14 @@ fn direct_parts(h: &RequestHead, shared: &Shared) -> Option<Parts> {
         return None;
     }
     // What `http` refuses (a rare target or method), hyper answers as before.
-    let mut b = Request::builder()
-        .method(Method::from_bytes(h.method()).ok()?)
-        .uri(Uri::try_from(h.target()).ok()?)
-        .version(match h.version {
-            h1::Version::Http10 => Version::HTTP_10,
-            h1::Version::Http11 => Version::HTTP_11,
-        });
-    let headers = b.headers_mut()?;
+    let mut req = Request::new(());
+    *req.method_mut() = Method::from_bytes(h.method()).ok()?;
+    *req.uri_mut() = Uri::try_from(h.target()).ok()?;
+    *req.version_mut() = match h.version {
+        h1::Version::Http10 => Version::HTTP_10,
+        h1::Version::Http11 => Version::HTTP_11,
+    };
+    let headers = req.headers_mut();
     headers.reserve(h.field_count());
     for (name, value) in h.fields() {
         headers.append(
@@ -112,7 +112,7 @@ fn direct_parts(h: &RequestHead, shared: &Shared) -> Option<Parts> {
             HeaderValue::from_bytes(value).ok()?,
         );
     }
-    Some(b.body(()).ok()?.into_parts().0)
+    Some(req.into_parts().0)
 }
 
 /// The whole (small) body; `Cut` when the client left before it came.
@@ -211,15 +211,24 @@ fn response_head(
     t: Target,
     known: Option<u64>,
 ) -> Result<ResponseHead, &'static str> {
+    // StatusCode is 100..=999: three digits, no formatting machinery.
     let code = status.as_u16();
-    let reason = h1::reason_phrase(code);
-    let mut line = Vec::with_capacity(4 + reason.len());
-    line.extend_from_slice(code.to_string().as_bytes());
-    if !reason.is_empty() {
-        line.push(b' ');
-        line.extend_from_slice(reason.as_bytes());
-    }
-    let mut b = ResponseHeadBuilder::new(&line, t.http11, t.keep_alive, t.is_head)?;
+    let reason = h1::reason_phrase(code).as_bytes();
+    let mut line = [0u8; 64];
+    line[..4].copy_from_slice(&[
+        b'0' + (code / 100) as u8,
+        b'0' + (code / 10 % 10) as u8,
+        b'0' + (code % 10) as u8,
+        b' ',
+    ]);
+    let end = 4 + reason.len().min(60);
+    line[4..end].copy_from_slice(&reason[..end - 4]);
+    let line = if reason.is_empty() {
+        &line[..3]
+    } else {
+        &line[..end]
+    };
+    let mut b = ResponseHeadBuilder::new(line, t.http11, t.keep_alive, t.is_head)?;
     for (name, value) in headers {
         b.header(name.as_str().as_bytes(), value.as_bytes())?;
     }
