@@ -47,15 +47,8 @@ pub(super) async fn serve<I: Io>(
 ) -> Option<Handover<I>> {
     let mut w = Wire::new(io);
     let cfg = &shared.config;
-    let mut first = true;
     let linger = loop {
-        let idle = if first {
-            cfg.header_timeout.or(cfg.keepalive)
-        } else {
-            cfg.keepalive
-        };
-        first = false;
-        if !w.wait_for_request(idle, &mut stop).await {
+        if !w.next_request(cfg, &mut stop).await {
             break false;
         }
         let (head, n) = match w.read_head(&shared).await {

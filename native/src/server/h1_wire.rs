@@ -17,6 +17,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 use tokio::time::{timeout, Instant};
 
+use super::config::ServerConfig;
 use super::exchange::BoxIo;
 use super::runtime::Shared;
 use crate::h1::{parse_request, ParseError, RequestHead};
@@ -43,6 +44,8 @@ pub struct Wire<I = BoxIo> {
     pub buf: BytesMut,
     /// Set once the client's end was read.
     pub eof: bool,
+    /// Whether a request was begun on this connection.
+    begun: bool,
 }
 
 impl<I: AsyncRead + AsyncWrite + Unpin + Send> Wire<I> {
@@ -51,6 +54,7 @@ impl<I: AsyncRead + AsyncWrite + Unpin + Send> Wire<I> {
             io,
             buf: BytesMut::with_capacity(READ_SIZE),
             eof: false,
+            begun: false,
         }
     }
 
@@ -70,8 +74,22 @@ impl<I: AsyncRead + AsyncWrite + Unpin + Send> Wire<I> {
         Ok(n > 0)
     }
 
-    /// Waits for the first byte of the next request: true once there is one.
-    pub async fn wait_for_request(
+    /// Waits for the first byte of the next request: true once there is
+    /// one. The first request gets `header_timeout`, the next ones `keepalive`.
+    pub async fn next_request(
+        &mut self,
+        cfg: &ServerConfig,
+        stop: &mut watch::Receiver<bool>,
+    ) -> bool {
+        let idle = if std::mem::replace(&mut self.begun, true) {
+            cfg.keepalive
+        } else {
+            cfg.header_timeout.or(cfg.keepalive)
+        };
+        self.wait_for_request(idle, stop).await
+    }
+
+    async fn wait_for_request(
         &mut self,
         idle: Option<Duration>,
         stop: &mut watch::Receiver<bool>,

@@ -51,15 +51,8 @@ pub(super) async fn serve(
         environ: None,
     };
     let cfg = &shared.config;
-    let mut first = true;
     let linger = loop {
-        let idle = if first {
-            cfg.header_timeout.or(cfg.keepalive)
-        } else {
-            cfg.keepalive
-        };
-        first = false;
-        if !c.wire.wait_for_request(idle, &mut stop).await {
+        if !c.wire.next_request(cfg, &mut stop).await {
             break false;
         }
         let head = match c.wire.read_head(&shared).await {
