@@ -268,7 +268,8 @@ class RequestCycle:
         more = message.get("more_body", False)
         write = self.proto.transport.write
         if self.response is _Started:
-            head = self._head(-1 if more else len(body))
+            # Announced trailers need chunked framing, even for a body in one message.
+            head = self._head(-1 if more or self.trailers else len(body))
             self.response = _Streaming
             if body and self._length > 0:
                 # The usual response: head and whole body in one write.
@@ -289,7 +290,8 @@ class RequestCycle:
             raise RuntimeError("Response content longer than its Content-Length")
 
     def _body_done(self) -> None:
-        if self.trailers and self.req.http_version == "1.1":
+        if self.trailers:
+            # They come whatever the framing; only a chunked body can carry them.
             self.response = _Trailers
             return
         if self._chunked:

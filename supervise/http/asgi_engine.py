@@ -15,8 +15,10 @@ from supervise.logs import Logger
 # What HttpCycle._finish() reports.
 _ANSWERED, _NOT_STARTED, _ERROR_BEFORE, _CUT_OFF, _INCOMPLETE, _CLIENT_GONE = range(6)
 
-# The extensions the engine implements; the scope of every request has them.
-EXTENSIONS: dict[str, dict[str, Any]] = {"http.response.pathsend": {}}
+# The extensions the engine implements; the scope of every request has them
+# (and http.response.early_hint where the connection can write a 103: HTTP/1.1
+# requests that hyper does not serve).
+EXTENSIONS: dict[str, dict[str, Any]] = {"http.response.pathsend": {}, "http.response.trailers": {}}
 
 
 def request_line(scope: dict[str, Any]) -> str:

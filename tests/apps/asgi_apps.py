@@ -205,17 +205,23 @@ async def pathsend(scope, receive, send, query):
 
 
 async def trailers(scope, receive, send, query):
+    """?whole=1: the body in one message; ?split=1: the trailers in two;
+    ?missing=1: the app returns without sending them."""
     start = {"type": "http.response.start", "status": 200, "headers": [], "trailers": True}
     await send(start)
-    await send({"type": "http.response.body", "body": b"data", "more_body": True})
-    await send({"type": "http.response.body", "body": b""})
-    await send(
-        {
-            "type": "http.response.trailers",
-            "headers": [(b"x-checksum", b"abc")],
-            "more_trailers": False,
-        }
-    )
+    if query.get("whole"):
+        await send({"type": "http.response.body", "body": b"data"})
+    else:
+        await send({"type": "http.response.body", "body": b"data", "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+    if query.get("missing"):
+        return
+    fields = [(b"x-checksum", b"abc")]
+    if query.get("split"):
+        more = {"type": "http.response.trailers", "headers": fields, "more_trailers": True}
+        await send(more)
+        fields = [(b"x-count", b"2")]
+    await send({"type": "http.response.trailers", "headers": fields, "more_trailers": False})
 
 
 async def early_hint(scope, receive, send, query):

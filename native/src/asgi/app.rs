@@ -26,6 +26,9 @@ pub struct AsgiApp {
     state: Py<PyDict>,
     /// The extensions the engine implements, one dict for every request.
     extensions: Py<PyDict>,
+    /// The same and `http.response.early_hint`, for requests on connections
+    /// that can write a 103 (`Tracker::interim`).
+    hinted_extensions: Py<PyDict>,
 }
 
 #[pymethods]
@@ -33,38 +36,49 @@ impl AsgiApp {
     #[new]
     #[pyo3(signature = (*, handler, ws_handler, root_path, asgi, state, extensions))]
     fn new(
+        py: Python<'_>,
         handler: Py<PyAny>,
         ws_handler: Py<PyAny>,
         root_path: String,
         asgi: Py<PyDict>,
         state: Py<PyDict>,
         extensions: Py<PyDict>,
-    ) -> Self {
-        AsgiApp {
+    ) -> PyResult<Self> {
+        let hinted = extensions.bind(py).copy()?;
+        hinted.set_item("http.response.early_hint", PyDict::new(py))?;
+        Ok(AsgiApp {
             handler,
             ws_handler,
             root_path,
             asgi,
             state,
             extensions,
-        }
+            hinted_extensions: hinted.unbind(),
+        })
     }
 }
 
 impl AsgiApp {
-    /// The `http` scope of one request.
+    /// The `http` scope of one request; `hints`: its connection can write
+    /// early hints.
     pub fn http_scope<'py>(
         &self,
         py: Python<'py>,
         head: &Parts,
         conn: &ConnInfo,
         proxied: &Proxied,
+        hints: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
         let scope = self.base(py, conn, proxied)?;
         scope.set_item(intern!(py, "type"), intern!(py, "http"))?;
         let scheme = proxied.scheme.as_deref().unwrap_or(conn.scheme);
         scope.set_item(intern!(py, "scheme"), scheme)?;
-        scope.set_item(intern!(py, "extensions"), self.extensions.bind(py))?;
+        let extensions = if hints {
+            &self.hinted_extensions
+        } else {
+            &self.extensions
+        };
+        scope.set_item(intern!(py, "extensions"), extensions.bind(py))?;
         asgi_scope::fill(&scope, &HyperHead::new(head), &self.root_path, true, None)?;
         Ok(scope)
     }

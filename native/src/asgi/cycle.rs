@@ -18,8 +18,8 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
-use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::{mpsc, oneshot};
 
 use super::messages::{self, Sent};
 use crate::rsgi::body::{server_error, BodyStream};
@@ -49,9 +49,32 @@ enum Outbound {
     Started {
         status: u16,
         headers: HeaderMap,
+        trailers: bool,
     },
-    Streaming(mpsc::Sender<Bytes>),
+    Streaming {
+        chunks: mpsc::Sender<Bytes>,
+        trailers: Option<oneshot::Sender<HeaderMap>>,
+    },
+    /// The body is complete; the trailers it announced are still to come
+    /// (gathered until the last message: the server writes them once).
+    /// No sender when they cannot be sent (a file response).
+    Trailers {
+        tx: Option<oneshot::Sender<HeaderMap>>,
+        fields: HeaderMap,
+    },
     Complete,
+}
+
+/// The state once the body is complete.
+fn after_body(trailers: Option<oneshot::Sender<HeaderMap>>, announced: bool) -> Outbound {
+    if announced {
+        Outbound::Trailers {
+            tx: trailers,
+            fields: HeaderMap::new(),
+        }
+    } else {
+        Outbound::Complete
+    }
 }
 
 /// What `_finish()` tells the Python wrapper, so that it logs the right line.
@@ -114,6 +137,11 @@ impl HttpCycle {
 
     pub fn reply_slot(&self) -> ReplySlot {
         self.reply.clone()
+    }
+
+    /// Whether the connection can write early hints (a 103) for this request.
+    pub fn writes_interim(&self) -> bool {
+        self.tracker.interim.is_some()
     }
 
     pub fn conn(&self) -> Arc<ConnInfo> {
@@ -207,12 +235,16 @@ impl HttpCycle {
         body: Bytes,
         more: bool,
     ) -> PyResult<Py<PyAny>> {
-        let Outbound::Started { status, headers } = std::mem::replace(out, Outbound::Complete)
+        let Outbound::Started {
+            status,
+            headers,
+            trailers,
+        } = std::mem::replace(out, Outbound::Complete)
         else {
             unreachable!("start_body after http.response.start only")
         };
         let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        if !more {
+        if !more && !trailers {
             self.sent.fetch_add(body.len() as u64, Ordering::Relaxed);
             self.respond(
                 status,
@@ -224,13 +256,21 @@ impl HttpCycle {
             );
             return Ok(crate::rsgi::awaitable::done(py));
         }
+        // Trailers need a streamed body: chunked framing on HTTP/1.1.
         let (tx, rx) = mpsc::channel(STREAM_DEPTH);
+        let (trailers_tx, trailers_rx) = if trailers {
+            let (tx, rx) = oneshot::channel();
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
+        };
         self.respond(
             status,
             Reply::Stream {
                 status: code,
                 headers,
                 chunks: rx,
+                trailers: trailers_rx,
             },
         );
         let waits = if body.is_empty() {
@@ -238,7 +278,14 @@ impl HttpCycle {
         } else {
             self.push(py, &tx, body)?
         };
-        *out = Outbound::Streaming(tx);
+        *out = if more {
+            Outbound::Streaming {
+                chunks: tx,
+                trailers: trailers_tx,
+            }
+        } else {
+            after_body(trailers_tx, trailers)
+        };
         Ok(waits)
     }
 
@@ -252,10 +299,16 @@ impl HttpCycle {
         // worker; read and written from the runtime.
         let file = std::fs::File::open(path)?;
         let len = file.metadata()?.len();
-        let Outbound::Started { status, headers } = std::mem::replace(out, Outbound::Complete)
+        let Outbound::Started {
+            status,
+            headers,
+            trailers,
+        } = std::mem::replace(out, Outbound::Complete)
         else {
             unreachable!("pathsend after http.response.start only")
         };
+        // A file's length is known: its trailers are taken and dropped.
+        *out = after_body(None, trailers);
         self.sent.fetch_add(len, Ordering::Relaxed);
         let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         self.respond(
@@ -347,11 +400,29 @@ impl HttpCycle {
             return Err(client_gone(py, &kind));
         }
         match (&*out, sent) {
-            (Outbound::NotStarted, Sent::Start { status, headers }) => {
-                *out = Outbound::Started { status, headers };
+            (
+                Outbound::NotStarted,
+                Sent::Start {
+                    status,
+                    headers,
+                    trailers,
+                },
+            ) => {
+                *out = Outbound::Started {
+                    status,
+                    headers,
+                    trailers,
+                };
                 Ok(crate::rsgi::awaitable::done(py))
             }
-            (Outbound::NotStarted, Sent::Ignored) => Ok(crate::rsgi::awaitable::done(py)),
+            (Outbound::NotStarted, Sent::EarlyHint(head)) => {
+                // Only where the connection can write a 1xx (and the scope
+                // advertised the extension); elsewhere it is dropped.
+                if let Some(interim) = &self.tracker.interim {
+                    interim.push(head);
+                }
+                Ok(crate::rsgi::awaitable::done(py))
+            }
             (Outbound::NotStarted, _) => Err(messages::unexpected("http.response.start", &kind)),
             (Outbound::Started { .. }, Sent::Body { body, more }) => {
                 self.start_body(py, &mut out, body, more)
@@ -359,8 +430,8 @@ impl HttpCycle {
             (Outbound::Started { .. }, Sent::PathSend { path }) => {
                 self.pathsend(py, &mut out, &path)
             }
-            (Outbound::Streaming(tx), Sent::Body { body, more }) => {
-                let tx = tx.clone();
+            (Outbound::Streaming { chunks, .. }, Sent::Body { body, more }) => {
+                let tx = chunks.clone();
                 let waits = if body.is_empty() {
                     crate::rsgi::awaitable::done(py)
                 } else {
@@ -369,12 +440,37 @@ impl HttpCycle {
                 if !more {
                     // The stream ends when the last sender goes: this one, and
                     // the one a waiting push holds once its chunk is queued.
-                    *out = Outbound::Complete;
+                    let Outbound::Streaming { trailers, .. } =
+                        std::mem::replace(&mut *out, Outbound::Complete)
+                    else {
+                        unreachable!()
+                    };
+                    let announced = trailers.is_some();
+                    *out = after_body(trailers, announced);
                 }
                 Ok(waits)
             }
-            (Outbound::Started { .. } | Outbound::Streaming(_), _) => {
+            (Outbound::Started { .. } | Outbound::Streaming { .. }, _) => {
                 Err(messages::unexpected("http.response.body", &kind))
+            }
+            (Outbound::Trailers { .. }, Sent::Trailers { fields: part, more }) => {
+                let Outbound::Trailers { tx, mut fields } =
+                    std::mem::replace(&mut *out, Outbound::Complete)
+                else {
+                    unreachable!()
+                };
+                for (name, value) in &part {
+                    fields.append(name.clone(), value.clone());
+                }
+                if more {
+                    *out = Outbound::Trailers { tx, fields };
+                } else if let Some(tx) = tx {
+                    let _ = tx.send(fields);
+                }
+                Ok(crate::rsgi::awaitable::done(py))
+            }
+            (Outbound::Trailers { .. }, _) => {
+                Err(messages::unexpected("http.response.trailers", &kind))
             }
             (Outbound::Complete, _) => Err(PyRuntimeError::new_err(format!(
                 "ASGI message '{kind}' sent after the response was complete"
@@ -401,10 +497,10 @@ impl HttpCycle {
                     Finish::Incomplete
                 }
             }
-            Outbound::Streaming(tx) => {
+            Outbound::Streaming { .. } | Outbound::Trailers { .. } => {
                 // The head is out: the only honest signal left is a cut connection.
                 self.tracker.abort();
-                drop(tx);
+                drop(out);
                 if error {
                     Finish::CutOff
                 } else {

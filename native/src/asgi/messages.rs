@@ -3,13 +3,14 @@
 //! worker checks them (the errors are raised in the app, where it sees them).
 
 use bytes::Bytes;
+use hyper::header::{HeaderName, HeaderValue};
 use hyper::HeaderMap;
 use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString, PyTuple};
 
-use crate::h1::check_field;
+use crate::h1::{check_field, AppField};
 use crate::py::text::with_bytes;
 use crate::server::app_fields;
 
@@ -36,6 +37,8 @@ pub enum Sent {
     Start {
         status: u16,
         headers: HeaderMap,
+        /// `trailers`: the body is followed by `http.response.trailers`.
+        trailers: bool,
     },
     Body {
         body: Bytes,
@@ -44,8 +47,12 @@ pub enum Sent {
     PathSend {
         path: std::path::PathBuf,
     },
-    /// An extension the engine does not advertise (early hints): dropped.
-    Ignored,
+    Trailers {
+        fields: HeaderMap,
+        more: bool,
+    },
+    /// `http.response.early_hint`: the 103 response's head, whole.
+    EarlyHint(Bytes),
     /// Anything else: the caller says what it expected instead.
     Other,
 }
@@ -62,15 +69,16 @@ pub fn read(message: &Bound<'_, PyAny>) -> PyResult<(String, Sent)> {
         "http.response.start" => start(message)?,
         "http.response.body" => Sent::Body {
             body: body(message)?,
-            more: optional(message, intern!(py, "more_body"))?
-                .map(|m| m.is_truthy())
-                .transpose()?
-                .unwrap_or(false),
+            more: flag(message, intern!(py, "more_body"))?,
         },
         "http.response.pathsend" => Sent::PathSend {
             path: required(message, intern!(py, "path"))?.extract()?,
         },
-        "http.response.early_hint" => Sent::Ignored,
+        "http.response.trailers" => Sent::Trailers {
+            fields: trailer_fields(message)?,
+            more: flag(message, intern!(py, "more_trailers"))?,
+        },
+        "http.response.early_hint" => Sent::EarlyHint(early_hint(message)?),
         _ => Sent::Other,
     };
     Ok((kind, sent))
@@ -90,24 +98,81 @@ fn start(message: &Bound<'_, PyAny>) -> PyResult<Sent> {
         .ok()
         .filter(|s| (100..1000).contains(s))
         .ok_or_else(|| PyValueError::new_err(format!("invalid status {status}")))?;
-    let mut fields = Vec::new();
-    if let Some(headers) = optional(message, intern!(py, "headers"))? {
-        for item in headers.try_iter()? {
-            let item = item?;
-            let (name, value) = pair(&item)?;
-            let kind = check_field(&name, &value).map_err(|e| {
-                PyValueError::new_err(format!(
-                    "invalid header field {:?}: {e}",
-                    String::from_utf8_lossy(&name)
-                ))
-            })?;
-            fields.push((name, value, kind));
-        }
-    }
+    let fields = checked_fields(message)?;
     let headers =
         app_fields::header_map(status, fields.iter().map(|(n, v, k)| (&n[..], &v[..], *k)))
             .map_err(PyValueError::new_err)?;
-    Ok(Sent::Start { status, headers })
+    Ok(Sent::Start {
+        status,
+        headers,
+        trailers: flag(message, intern!(py, "trailers"))?,
+    })
+}
+
+/// A header field of the app's, checked: name, value, and what it is.
+type Field = (Vec<u8>, Vec<u8>, AppField);
+
+/// The message's `headers`, each checked as a response field.
+fn checked_fields(message: &Bound<'_, PyAny>) -> PyResult<Vec<Field>> {
+    let mut fields = Vec::new();
+    if let Some(headers) = optional(message, intern!(message.py(), "headers"))? {
+        for item in headers.try_iter()? {
+            let (name, value) = pair(&item?)?;
+            let kind = check_field(&name, &value).map_err(|e| invalid_field(&name, e))?;
+            fields.push((name, value, kind));
+        }
+    }
+    Ok(fields)
+}
+
+fn invalid_field(name: &[u8], e: impl std::fmt::Display) -> PyErr {
+    PyValueError::new_err(format!(
+        "invalid header field {:?}: {e}",
+        String::from_utf8_lossy(name)
+    ))
+}
+
+/// Trailer fields, less those that only mean something in a head (framing
+/// and connection fields, RFC 9110 6.5.1).
+fn trailer_fields(message: &Bound<'_, PyAny>) -> PyResult<HeaderMap> {
+    let mut map = HeaderMap::new();
+    for (name, value, kind) in checked_fields(message)? {
+        if !matches!(kind, AppField::Other | AppField::Date | AppField::Server) {
+            continue;
+        }
+        let header = HeaderName::from_bytes(&name).map_err(|e| invalid_field(&name, e))?;
+        let value = HeaderValue::from_bytes(&value).map_err(|e| invalid_field(&name, e))?;
+        map.append(header, value);
+    }
+    Ok(map)
+}
+
+/// The 103 response for the message's `links`, one `Link` field each.
+fn early_hint(message: &Bound<'_, PyAny>) -> PyResult<Bytes> {
+    let mut head = b"HTTP/1.1 103 Early Hints\r\n".to_vec();
+    if let Some(links) = optional(message, intern!(message.py(), "links"))? {
+        for link in links.try_iter()? {
+            let link = link?;
+            let link = link
+                .cast::<PyBytes>()
+                .map_err(|_| PyTypeError::new_err("early hint links must be byte strings"))?
+                .as_bytes();
+            check_field(b"link", link).map_err(|e| invalid_field(b"link", e))?;
+            head.extend_from_slice(b"Link: ");
+            head.extend_from_slice(link);
+            head.extend_from_slice(b"\r\n");
+        }
+    }
+    head.extend_from_slice(b"\r\n");
+    Ok(Bytes::from(head))
+}
+
+/// An optional boolean key (`more_body`, `trailers`), False when absent.
+fn flag(message: &Bound<'_, PyAny>, key: &Bound<'_, PyString>) -> PyResult<bool> {
+    optional(message, key)?
+        .map(|m| m.is_truthy())
+        .transpose()
+        .map(|f| f.unwrap_or(false))
 }
 
 /// One header: a two-item sequence of byte strings.

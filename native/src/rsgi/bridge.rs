@@ -88,7 +88,11 @@ impl Bridge {
 }
 
 /// The server's dispatcher: every request becomes an event for the loop.
-pub struct BridgeDispatch(pub std::sync::Arc<Bridge>);
+pub struct BridgeDispatch {
+    pub bridge: std::sync::Arc<Bridge>,
+    /// The app may send early hints (ASGI).
+    pub interim: bool,
+}
 
 impl Dispatch for BridgeDispatch {
     /// A small body with a Content-Length is read on the runtime first, so the
@@ -106,10 +110,10 @@ impl Dispatch for BridgeDispatch {
         };
         let expects = exchange.head.headers.contains_key(hyper::header::EXPECT);
         if !small || expects {
-            self.0.push(Event::Request(Box::new(exchange)));
+            self.bridge.push(Event::Request(Box::new(exchange)));
             return;
         }
-        let bridge = self.0.clone();
+        let bridge = self.bridge.clone();
         exchange.runtime.clone().spawn(async move {
             if let ExchangeBody::Incoming(incoming) = &mut exchange.body {
                 exchange.body = read_whole(incoming).await;
@@ -118,8 +122,12 @@ impl Dispatch for BridgeDispatch {
         });
     }
 
+    fn writes_interim(&self) -> bool {
+        self.interim
+    }
+
     fn dispatch_ws(&self, exchange: WsExchange) {
-        self.0.push(Event::WebSocket(Box::new(exchange)));
+        self.bridge.push(Event::WebSocket(Box::new(exchange)));
     }
 }
 

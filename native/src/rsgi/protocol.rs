@@ -294,6 +294,7 @@ impl HTTPProtocol {
             status: status_code(status)?,
             headers: header_map(headers)?,
             chunks: rx,
+            trailers: None,
         };
         if self.reply.send(reply) {
             self.status.store(status, Ordering::Relaxed);

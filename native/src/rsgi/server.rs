@@ -233,7 +233,10 @@ impl NativeServer {
             (Some(app), Some(clock)) => {
                 Box::new(crate::wsgi::WsgiDispatch::new(py, app, clock.clone()))
             }
-            _ => Box::new(BridgeDispatch(bridge.clone())),
+            _ => Box::new(BridgeDispatch {
+                bridge: bridge.clone(),
+                interim: asgi.is_some(),
+            }),
         };
         if wsgi.is_none() {
             // The app answers on this thread, the loop's (reply_batch.rs).
@@ -417,7 +420,7 @@ impl NativeServer {
             Err(status) => return Self::refuse_proxied(&reply, status),
         };
         let result = (|| -> PyResult<()> {
-            let scope = app.http_scope(py, &head, &conn, &proxied)?;
+            let scope = app.http_scope(py, &head, &conn, &proxied, cycle.writes_interim())?;
             let cycle = Py::new(py, cycle)?;
             let coro = app.handler.call1(py, (scope, cycle))?;
             self.create_task.call1(py, (coro,))?;

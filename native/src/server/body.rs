@@ -2,6 +2,7 @@
 //! the length (Content-Length) from `size_hint` whenever it is known and
 //! chunks only what is streamed.
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -9,7 +10,8 @@ use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 use hyper::body::{Body, Frame, SizeHint};
-use tokio::sync::mpsc;
+use hyper::HeaderMap;
+use tokio::sync::{mpsc, oneshot};
 
 use std::sync::atomic::Ordering;
 
@@ -32,6 +34,10 @@ pub enum Framing {
     /// Chunked on HTTP/1.1; the app's `send_bytes` feeds it.
     Stream {
         chunks: mpsc::Receiver<Bytes>,
+        /// Sent after the last chunk (hyper writes them on HTTP/2, and on
+        /// HTTP/1.1 only as its rules allow: `TE: trailers` in the request
+        /// and the names in the response's `Trailer` field).
+        trailers: Option<oneshot::Receiver<HeaderMap>>,
         tracker: Arc<Tracker>,
         /// Set once an aborted stream has let hyper flush what came before.
         flushed: bool,
@@ -127,11 +133,30 @@ impl Body for ResponseBody {
             }
             Framing::Stream {
                 chunks,
+                trailers,
                 tracker,
                 flushed,
             } => match chunks.poll_recv(cx) {
                 Poll::Pending => Poll::Pending,
                 Poll::Ready(Some(b)) => Poll::Ready(Some(Ok(Frame::data(b)))),
+                Poll::Ready(None) if trailers.is_some() && !tracker.is_aborted() => {
+                    let waiting = trailers.as_mut().expect("checked");
+                    match Pin::new(waiting).poll(cx) {
+                        Poll::Pending => Poll::Pending,
+                        Poll::Ready(Ok(fields)) => {
+                            *trailers = None;
+                            Poll::Ready(Some(Ok(Frame::trailers(fields))))
+                        }
+                        // Gone without its trailers: the app failed after
+                        // the body (and aborted the stream first).
+                        Poll::Ready(Err(_)) => {
+                            *trailers = None;
+                            tracker.abort();
+                            cx.waker().wake_by_ref();
+                            Poll::Pending
+                        }
+                    }
+                }
                 // hyper writes out what it buffered when the body is pending,
                 // but drops it on an error: pend once, so the client gets
                 // everything the app sent before it failed.

@@ -110,6 +110,11 @@ pub enum ExchangeBody {
 pub trait Dispatch: Send + Sync {
     fn dispatch(&self, exchange: Exchange);
     fn dispatch_ws(&self, exchange: super::websocket::WsExchange);
+    /// Whether its answers may send interim (1xx) responses: h1_direct.rs
+    /// then gives each HTTP/1.1 exchange an `Interim` queue.
+    fn writes_interim(&self) -> bool {
+        false
+    }
     /// Whether this dispatcher drives HTTP/1.1 connections itself
     /// (`serve_h1`) instead of answering hyper's exchanges.
     fn serves_h1(&self) -> bool {
@@ -155,6 +160,10 @@ pub enum Reply {
         status: StatusCode,
         headers: HeaderMap,
         chunks: mpsc::Receiver<Bytes>,
+        /// The trailer fields that follow the last chunk (ASGI's
+        /// `http.response.trailers`); the stream is incomplete when the
+        /// sender goes without sending them.
+        trailers: Option<oneshot::Receiver<HeaderMap>>,
     },
     /// `len` bytes of a file already open, from its current position (a
     /// WSGI file_wrapper).
@@ -214,9 +223,47 @@ pub struct Tracker {
     gone: AtomicBool,
     aborted: AtomicBool,
     on_gone: Mutex<Vec<OnGone>>,
+    /// Where interim (1xx) responses go, on connections whose loop writes
+    /// them (HTTP/1.1 without hyper: hyper has no way to send one).
+    pub interim: Option<Interim>,
+}
+
+/// 1xx responses, whole (head bytes), queued by the answerer for the
+/// connection to write before the final response.
+#[derive(Default)]
+pub struct Interim {
+    queued: Mutex<Vec<Bytes>>,
+    ready: tokio::sync::Notify,
+}
+
+impl Interim {
+    pub fn push(&self, head: Bytes) {
+        self.queued
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(head);
+        self.ready.notify_one();
+    }
+
+    /// Waits for a response to be queued (or one queued since the last take).
+    pub async fn ready(&self) {
+        self.ready.notified().await;
+    }
+
+    pub fn take(&self) -> Vec<Bytes> {
+        std::mem::take(&mut *self.queued.lock().unwrap_or_else(|e| e.into_inner()))
+    }
 }
 
 impl Tracker {
+    /// For an exchange whose connection can write interim responses.
+    pub fn with_interim() -> Self {
+        Tracker {
+            interim: Some(Interim::default()),
+            ..Tracker::default()
+        }
+    }
+
     pub fn is_gone(&self) -> bool {
         self.gone.load(Ordering::Acquire)
     }

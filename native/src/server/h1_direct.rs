@@ -23,7 +23,9 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::body::{ExchangeGuard, Framing};
-use super::exchange::{ConnInfo, Exchange, ExchangeBody, Reply, ReplySlot, Tracker, SMALL_BODY};
+use super::exchange::{
+    ConnInfo, Exchange, ExchangeBody, Interim, Reply, ReplySlot, Tracker, SMALL_BODY,
+};
 use super::h1_wire::{error_bytes, Stop, Wire};
 use super::runtime::Shared;
 use crate::h1::{self, RequestHead, ResponseHead, ResponseHeadBuilder};
@@ -156,8 +158,13 @@ async fn exchange<I: Io>(
         let nobody = Arc::new(Tracker::default());
         return write_reply(w, busy, t, &nobody).await;
     }
-    let (tx, rx) = oneshot::channel();
-    let tracker = Arc::new(Tracker::default());
+    let (tx, mut rx) = oneshot::channel();
+    // 1xx responses are for HTTP/1.1 clients only.
+    let tracker = Arc::new(if t.http11 && shared.dispatch.writes_interim() {
+        Tracker::with_interim()
+    } else {
+        Tracker::default()
+    });
     // Dropped once the reply is written (or the connection failed under it),
     // which tells the answerer the exchange is over.
     let guard = ExchangeGuard::new(tracker.clone(), shared.counters.clone(), conn.clone());
@@ -170,7 +177,21 @@ async fn exchange<I: Io>(
         runtime: tokio::runtime::Handle::current(),
         limit_body: cfg.limit_request_body,
     });
-    let reply = rx.await.unwrap_or_else(|_| {
+    let reply = match tracker.interim.as_ref() {
+        None => rx.await,
+        Some(interim) => loop {
+            tokio::select! {
+                biased;
+                reply = &mut rx => break reply,
+                () = interim.ready() => write_interim(w, interim).await,
+            }
+        },
+    };
+    if let Some(interim) = tracker.interim.as_ref() {
+        // Queued just before the reply came: they still go first.
+        write_interim(w, interim).await;
+    }
+    let reply = reply.unwrap_or_else(|_| {
         // The answerer dropped the request without a reply (it logs why).
         plain(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -182,6 +203,16 @@ async fn exchange<I: Io>(
     let kept = write_reply(w, reply, t, &tracker).await;
     drop(guard);
     kept
+}
+
+/// The 1xx responses queued so far (early hints). A failed write shows again
+/// when the final response is written.
+async fn write_interim<I: Io>(w: &mut Wire<I>, interim: &Interim) {
+    for head in interim.take() {
+        if w.write([&head]).await.is_err() {
+            return;
+        }
+    }
 }
 
 /// A short text answer from the server itself (as service.rs's `plain`).
@@ -288,8 +319,9 @@ async fn write_reply<I: Io>(
             status,
             headers,
             chunks,
+            trailers,
         } => match response_head(status, &headers, t, None) {
-            Ok(head) => write_stream(w, head, chunks, tracker.clone()).await,
+            Ok(head) => write_stream(w, head, chunks, trailers, tracker.clone()).await,
             Err(_) => server_error(w).await,
         },
     }
@@ -351,6 +383,7 @@ async fn write_stream<I: Io>(
     w: &mut Wire<I>,
     mut head: ResponseHead,
     mut chunks: mpsc::Receiver<Bytes>,
+    trailers: Option<oneshot::Receiver<HeaderMap>>,
     tracker: Arc<Tracker>,
 ) -> bool {
     let mut pending = std::mem::take(&mut head.bytes);
@@ -377,14 +410,27 @@ async fn write_stream<I: Io>(
             *l -= n as u64;
         }
     }
-    if tracker.is_aborted() {
+    let announced = trailers.is_some();
+    let trailers = match trailers {
+        Some(rx) if !tracker.is_aborted() => rx.await.ok(),
+        _ => None,
+    };
+    // Announced trailers that never came: the app failed after its body.
+    if tracker.is_aborted() || (announced && trailers.is_none()) {
         // The app raised mid-stream: what it sent went out, and the close
         // (no last chunk) tells the client the body is incomplete.
         let _ = w.write([&pending]).await;
         return false;
     }
     if head.chunked {
-        pending.extend_from_slice(b"0\r\n\r\n");
+        pending.extend_from_slice(b"0\r\n");
+        for (name, value) in trailers.iter().flatten() {
+            pending.extend_from_slice(name.as_str().as_bytes());
+            pending.extend_from_slice(b": ");
+            pending.extend_from_slice(value.as_bytes());
+            pending.extend_from_slice(b"\r\n");
+        }
+        pending.extend_from_slice(b"\r\n");
     }
     if w.write([&pending]).await.is_err() {
         return false;

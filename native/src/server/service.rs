@@ -149,11 +149,13 @@ async fn respond(
             status,
             headers,
             chunks,
+            trailers,
         } => (
             status,
             headers,
             Framing::Stream {
                 chunks,
+                trailers,
                 tracker,
                 flushed: false,
             },

@@ -418,6 +418,7 @@ impl Engine {
                     status,
                     headers,
                     chunks,
+                    trailers: None,
                 }
             }
             Produced::Cut(written) => {
@@ -432,6 +433,7 @@ impl Engine {
                     status,
                     headers,
                     chunks: rx,
+                    trailers: None,
                 }
             }
             Produced::Error | Produced::BadProxy => {
