@@ -93,7 +93,6 @@ enum Finish {
 pub struct HttpCycle {
     ctx: Arc<LoopCtx>,
     conn: Arc<ConnInfo>,
-    runtime: tokio::runtime::Handle,
     reply: ReplySlot,
     tracker: Arc<Tracker>,
     limit_body: u64,
@@ -118,7 +117,6 @@ impl HttpCycle {
         let cycle = HttpCycle {
             ctx,
             conn: ex.conn,
-            runtime: ex.runtime,
             reply: ex.reply,
             tracker: ex.tracker,
             limit_body: ex.limit_body,
@@ -162,7 +160,7 @@ impl HttpCycle {
     where
         F: std::future::Future<Output = Outcome> + Send + 'static,
     {
-        self.ctx.spawn(py, &self.runtime, work)
+        self.ctx.spawn(py, self.reply.runtime(), work)
     }
 
     /// Resolves with `http.disconnect` once the exchange is over or the
@@ -182,7 +180,7 @@ impl HttpCycle {
         }));
         let conn = self.conn.clone();
         let left = self.client_left.clone();
-        self.runtime.spawn(async move {
+        self.reply.runtime().spawn(async move {
             let fin = async {
                 match crate::server::client_fin(&conn).await {
                     Ok(()) => true,

@@ -153,6 +153,13 @@ impl RequestHead {
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v)
     }
+
+    /// Whether the request asks to leave HTTP/1.1 on its connection: a
+    /// CONNECT, or any `Upgrade` field, with or without `Connection:
+    /// upgrade`, as hyper takes it.
+    pub fn asks_upgrade(&self) -> bool {
+        self.method() == b"CONNECT" || self.header(b"upgrade").is_some()
+    }
 }
 
 const STACK_FIELDS: usize = 64;

@@ -182,6 +182,52 @@ pub struct ResponseHead {
     pub keep_alive: bool,
 }
 
+impl ResponseHead {
+    /// How much of a body of `len` bytes goes out: none where the response
+    /// can carry none, never more than its Content-Length.
+    pub fn body_bytes(&self, len: usize) -> usize {
+        match usize::try_from(self.content_length) {
+            Ok(max) => len.min(max),
+            Err(_) => len,
+        }
+    }
+
+    /// Whether `sent` body bytes are all the head announced (always, for a
+    /// body delimited by chunking or the close).
+    pub fn complete(&self, sent: u64) -> bool {
+        u64::try_from(self.content_length).map_or(true, |n| n == sent)
+    }
+}
+
+/// A chunk's size line ("1f4\r\n") on the stack: written per chunk, so no
+/// formatting machinery and no allocation.
+pub struct ChunkSize {
+    buf: [u8; 18],
+    start: usize,
+}
+
+impl ChunkSize {
+    pub fn new(mut n: usize) -> Self {
+        let mut buf = [0u8; 18];
+        buf[16] = b'\r';
+        buf[17] = b'\n';
+        let mut start = 16;
+        loop {
+            start -= 1;
+            buf[start] = b"0123456789abcdef"[n & 0xf];
+            n >>= 4;
+            if n == 0 {
+                break;
+            }
+        }
+        ChunkSize { buf, start }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+}
+
 /// Builds a head field by field, so the caller converts each app header
 /// straight into the buffer without an intermediate list.
 #[derive(Debug)]

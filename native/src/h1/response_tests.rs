@@ -164,3 +164,32 @@ fn known_body_length_becomes_content_length() {
         assert!(!text(&h).contains("Content-Length"));
     }
 }
+
+#[test]
+fn chunk_size_lines_are_lowercase_hex() {
+    for (n, line) in [
+        (0usize, &b"0\r\n"[..]),
+        (9, b"9\r\n"),
+        (10, b"a\r\n"),
+        (500, b"1f4\r\n"),
+        (65536, b"10000\r\n"),
+        (usize::MAX, b"ffffffffffffffff\r\n"),
+    ] {
+        assert_eq!(ChunkSize::new(n).as_bytes(), line, "{n}");
+    }
+}
+
+#[test]
+fn body_bytes_and_completeness_follow_the_announced_length() {
+    let head = |content_length| ResponseHead {
+        bytes: Vec::new(),
+        content_length,
+        chunked: false,
+        keep_alive: true,
+    };
+    assert_eq!(head(4).body_bytes(10), 4);
+    assert_eq!(head(0).body_bytes(10), 0);
+    assert_eq!(head(-1).body_bytes(10), 10);
+    assert!(head(4).complete(4) && !head(4).complete(3));
+    assert!(head(-1).complete(0) && head(-1).complete(7));
+}

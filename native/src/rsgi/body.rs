@@ -8,8 +8,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Incoming};
-use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE};
-use hyper::{HeaderMap, StatusCode};
+use hyper::StatusCode;
 
 use super::bridge::Outcome;
 use crate::h1::chunked::FORBIDDEN_TRAILERS;
@@ -214,12 +213,5 @@ pub fn server_error() -> Reply {
 
 /// A short text answer that ends the connection.
 fn refusal(status: StatusCode, text: &'static str) -> Reply {
-    let mut headers = HeaderMap::new();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
-    headers.insert(CONNECTION, HeaderValue::from_static("close"));
-    Reply::Full {
-        status,
-        headers,
-        body: Bytes::from_static(text.as_bytes()),
-    }
+    Reply::text(status, text, true)
 }

@@ -114,7 +114,7 @@ impl Dispatch for BridgeDispatch {
             return;
         }
         let bridge = self.bridge.clone();
-        exchange.runtime.clone().spawn(async move {
+        exchange.reply.runtime().clone().spawn(async move {
             if let ExchangeBody::Incoming(incoming) = &mut exchange.body {
                 exchange.body = read_whole(incoming).await;
             }

@@ -50,7 +50,6 @@ pub(super) enum Finish {
 pub struct HTTPProtocol {
     ctx: Arc<LoopCtx>,
     conn: Arc<crate::server::ConnInfo>,
-    runtime: tokio::runtime::Handle,
     reply: ReplySlot,
     tracker: Arc<Tracker>,
     limit_body: u64,
@@ -72,7 +71,6 @@ impl HTTPProtocol {
         let proto = HTTPProtocol {
             ctx,
             conn: ex.conn.clone(),
-            runtime: ex.runtime,
             reply: ex.reply,
             tracker: ex.tracker,
             limit_body: ex.limit_body,
@@ -95,7 +93,7 @@ impl HTTPProtocol {
     where
         F: std::future::Future<Output = Outcome> + Send + 'static,
     {
-        self.ctx.spawn(py, &self.runtime, work)
+        self.ctx.spawn(py, self.reply.runtime(), work)
     }
 
     fn send(&self, status: u16, reply: Reply) {
@@ -304,7 +302,7 @@ impl HTTPProtocol {
         // the first response counts.
         Ok(HTTPStreamTransport::new(
             self.ctx.clone(),
-            self.runtime.clone(),
+            self.reply.runtime().clone(),
             self.stream.clone(),
         ))
     }

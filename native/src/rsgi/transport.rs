@@ -43,19 +43,12 @@ impl HTTPStreamTransport {
             Err(TrySendError::Closed(_)) => Err(RSGIProtocolClosed::new_err(
                 "the client closed the connection",
             )),
-            Err(TrySendError::Full(data)) => {
-                let fut = self.ctx.future(py)?;
-                let waiter = fut.clone_ref(py);
-                let bridge = self.ctx.bridge.clone();
-                self.runtime.spawn(async move {
-                    let outcome = match tx.send(data).await {
-                        Ok(()) => Outcome::None,
-                        Err(_) => Outcome::Closed("the client closed the connection"),
-                    };
-                    bridge.push(super::bridge::Event::Ready(waiter, outcome));
-                });
-                Ok(fut)
-            }
+            Err(TrySendError::Full(data)) => self.ctx.spawn(py, &self.runtime, async move {
+                match tx.send(data).await {
+                    Ok(()) => Outcome::None,
+                    Err(_) => Outcome::Closed("the client closed the connection"),
+                }
+            }),
         }
     }
 }

@@ -181,18 +181,13 @@ impl WebsocketTransport {
             Ok(()) => self.ctx.ready(py, py.None()),
             Err(TrySendError::Closed(_)) => Err(RSGIProtocolClosed::new_err(CLOSED)),
             Err(TrySendError::Full(m)) => {
-                let fut = self.ctx.future(py)?;
-                let waiter = fut.clone_ref(py);
-                let bridge = self.ctx.bridge.clone();
                 let out = self.out.clone();
-                self.runtime.spawn(async move {
-                    let outcome = match out.send(m).await {
+                self.ctx.spawn(py, &self.runtime, async move {
+                    match out.send(m).await {
                         Ok(()) => Outcome::None,
                         Err(_) => Outcome::Closed(CLOSED),
-                    };
-                    bridge.push(Event::Ready(waiter, outcome));
-                });
-                Ok(fut)
+                    }
+                })
             }
         }
     }

@@ -81,15 +81,15 @@ impl ConnInfo {
     }
 }
 
-/// One request handed over: the head, the body still on the wire, where the
-/// answer goes, and the runtime that owns the connection (body reads run there).
+/// One request handed over: the head, the body (still on the wire, or read),
+/// and where the answer goes (`ReplySlot`, which also knows the runtime that
+/// owns the connection: body reads run there).
 pub struct Exchange {
     pub head: hyper::http::request::Parts,
     pub body: ExchangeBody,
     pub conn: Arc<ConnInfo>,
     pub reply: ReplySlot,
     pub tracker: Arc<Tracker>,
-    pub runtime: tokio::runtime::Handle,
     pub limit_body: u64,
 }
 
@@ -175,6 +175,29 @@ pub enum Reply {
     },
 }
 
+impl Reply {
+    /// A short text answer from the server itself (a refusal, a 503, a 500
+    /// for an answerer that failed); `close` ends the connection after it.
+    pub fn text(status: StatusCode, text: &'static str, close: bool) -> Reply {
+        Reply::Full {
+            status,
+            headers: text_headers(close),
+            body: Bytes::from_static(text.as_bytes()),
+        }
+    }
+}
+
+/// The fields of the server's own short text answers.
+pub fn text_headers(close: bool) -> HeaderMap {
+    use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE};
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    if close {
+        headers.insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    headers
+}
+
 /// Where the reply goes; only the first `send` counts, whoever sends it (the
 /// app, or the body reader answering 413).
 #[derive(Clone)]
@@ -206,6 +229,12 @@ impl ReplySlot {
             Some(tx) => tx.send(reply).is_ok(),
             None => false,
         }
+    }
+
+    /// The runtime that owns the request's connection (its body reads and
+    /// backpressured writes run there).
+    pub fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.runtime
     }
 
     pub fn sent(&self) -> bool {

@@ -28,13 +28,8 @@ struct Echo;
 
 impl Dispatch for Echo {
     fn dispatch(&self, exchange: Exchange) {
-        let Exchange {
-            body,
-            reply,
-            runtime,
-            ..
-        } = exchange;
-        runtime.spawn(async move {
+        let Exchange { body, reply, .. } = exchange;
+        reply.runtime().clone().spawn(async move {
             let mut echoed = Vec::new();
             match body {
                 ExchangeBody::Incoming(mut body) => {

@@ -16,7 +16,7 @@
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes};
-use hyper::header::{HeaderName, HeaderValue, CONNECTION, CONTENT_TYPE};
+use hyper::header::{HeaderName, HeaderValue};
 use hyper::http::request::Parts;
 use hyper::{HeaderMap, Method, Request, StatusCode, Uri, Version};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -26,9 +26,9 @@ use super::body::{ExchangeGuard, Framing};
 use super::exchange::{
     ConnInfo, Exchange, ExchangeBody, Interim, Reply, ReplySlot, Tracker, SMALL_BODY,
 };
-use super::h1_wire::{error_bytes, Stop, Wire};
+use super::h1_wire::{error_bytes, Stop, Target, Wire};
 use super::runtime::Shared;
-use crate::h1::{self, RequestHead, ResponseHead, ResponseHeadBuilder};
+use crate::h1::{self, ChunkSize, RequestHead, ResponseHead, ResponseHeadBuilder};
 
 const FILE_CHUNK: usize = 256 * 1024;
 
@@ -80,13 +80,10 @@ pub(super) async fn serve<I: Io>(
 fn direct_parts(h: &RequestHead, shared: &Shared) -> Option<Parts> {
     let length = h.content_length.unwrap_or(0);
     let limit = shared.config.limit_request_body;
-    // hyper takes any Upgrade field, with or without `Connection: upgrade`,
-    // as a wish to upgrade (strict_io.rs follows it the same way).
     if h.chunked
         || length > SMALL_BODY
         || (limit != 0 && length > limit)
-        || h.method() == b"CONNECT"
-        || h.header(b"upgrade").is_some()
+        || h.asks_upgrade()
         || h.header(b"expect").is_some()
     {
         return None;
@@ -124,14 +121,6 @@ async fn read_body<I: Io>(w: &mut Wire<I>, length: usize) -> ExchangeBody {
     })
 }
 
-/// What the request says about its response's framing.
-#[derive(Clone, Copy)]
-struct Target {
-    http11: bool,
-    keep_alive: bool,
-    is_head: bool,
-}
-
 /// One request through the dispatcher and its reply written; true when the
 /// connection may carry another request.
 async fn exchange<I: Io>(
@@ -143,14 +132,9 @@ async fn exchange<I: Io>(
     shared: &Shared,
 ) -> bool {
     let cfg = &shared.config;
-    let mut t = Target {
-        http11: h.version == h1::Version::Http11,
-        keep_alive: h.keep_alive && cfg.keepalive.is_some(),
-        is_head: h.method() == b"HEAD",
-    };
-    let limit = cfg.limit_concurrency;
-    if limit > 0 && shared.counters.in_flight() >= limit {
-        let busy = plain(
+    let mut t = Target::of(h, cfg);
+    if shared.over_concurrency() {
+        let busy = Reply::text(
             StatusCode::SERVICE_UNAVAILABLE,
             "Service Unavailable",
             false,
@@ -174,7 +158,6 @@ async fn exchange<I: Io>(
         conn: conn.clone(),
         reply: ReplySlot::new(tx),
         tracker: tracker.clone(),
-        runtime: tokio::runtime::Handle::current(),
         limit_body: cfg.limit_request_body,
     });
     let reply = match tracker.interim.as_ref() {
@@ -193,7 +176,7 @@ async fn exchange<I: Io>(
     }
     let reply = reply.unwrap_or_else(|_| {
         // The answerer dropped the request without a reply (it logs why).
-        plain(
+        Reply::text(
             StatusCode::INTERNAL_SERVER_ERROR,
             "Internal Server Error",
             true,
@@ -212,20 +195,6 @@ async fn write_interim<I: Io>(w: &mut Wire<I>, interim: &Interim) {
         if w.write([&head]).await.is_err() {
             return;
         }
-    }
-}
-
-/// A short text answer from the server itself (as service.rs's `plain`).
-fn plain(status: StatusCode, text: &'static str, close: bool) -> Reply {
-    let mut headers = HeaderMap::new();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
-    if close {
-        headers.insert(CONNECTION, HeaderValue::from_static("close"));
-    }
-    Reply::Full {
-        status,
-        headers,
-        body: Bytes::from_static(text.as_bytes()),
     }
 }
 
@@ -279,7 +248,7 @@ async fn write_reply<I: Io>(
                 file,
                 len: remaining,
             },
-            _ => plain(StatusCode::NOT_FOUND, "Not Found", false),
+            _ => Reply::text(StatusCode::NOT_FOUND, "Not Found", false),
         },
         other => other,
     };
@@ -292,9 +261,9 @@ async fn write_reply<I: Io>(
             let Ok(head) = response_head(status, &headers, t, Some(body.len() as u64)) else {
                 return server_error(w).await;
             };
-            let n = capped(&head, body.len());
+            let n = head.body_bytes(body.len());
             let ok = if head.chunked && n > 0 {
-                let size = format!("{n:x}\r\n");
+                let size = ChunkSize::new(n);
                 w.write([&head.bytes, size.as_bytes(), &body[..n], b"\r\n0\r\n\r\n"])
                     .await
             } else if head.chunked {
@@ -302,7 +271,7 @@ async fn write_reply<I: Io>(
             } else {
                 w.write([&head.bytes, &body[..n]]).await
             };
-            ok.is_ok() && head.keep_alive && complete(&head, n as u64)
+            ok.is_ok() && head.keep_alive && head.complete(n as u64)
         }
         // Opened above.
         Reply::File { .. } => false,
@@ -327,20 +296,6 @@ async fn write_reply<I: Io>(
     }
 }
 
-/// The body bytes of `len` that go out: none where no body is allowed, never
-/// more than the announced Content-Length.
-fn capped(head: &ResponseHead, len: usize) -> usize {
-    match usize::try_from(head.content_length) {
-        Ok(max) => len.min(max),
-        Err(_) => len,
-    }
-}
-
-/// Whether all the body the head announced went out.
-fn complete(head: &ResponseHead, sent: u64) -> bool {
-    u64::try_from(head.content_length).is_err() || sent == head.content_length as u64
-}
-
 async fn server_error<I: Io>(w: &mut Wire<I>) -> bool {
     let _ = w.write([&error_bytes(500, "", true)]).await;
     false
@@ -354,7 +309,7 @@ async fn write_file<I: Io>(
     len: u64,
 ) -> bool {
     use std::io::Read;
-    let mut left = capped(&head, len as usize) as u64;
+    let mut left = head.body_bytes(len as usize) as u64;
     let mut buf = vec![0u8; (left as usize).clamp(1, FILE_CHUNK)];
     let mut pending = std::mem::take(&mut head.bytes);
     let mut sent = 0u64;
@@ -374,7 +329,7 @@ async fn write_file<I: Io>(
     if !pending.is_empty() && w.write([&pending]).await.is_err() {
         return false;
     }
-    head.keep_alive && complete(&head, sent)
+    head.keep_alive && head.complete(sent)
 }
 
 /// A streamed body, each chunk written as it comes (a slow client holds the
@@ -395,7 +350,7 @@ async fn write_stream<I: Io>(
             continue; // no body allowed, or all of it sent: the rest is dropped
         }
         let written = if head.chunked {
-            let size = format!("{n:x}\r\n");
+            let size = ChunkSize::new(n);
             w.write([&pending, size.as_bytes(), &chunk[..n], b"\r\n"])
                 .await
         } else {
@@ -435,5 +390,5 @@ async fn write_stream<I: Io>(
     if w.write([&pending]).await.is_err() {
         return false;
     }
-    head.keep_alive && complete(&head, sent)
+    head.keep_alive && head.complete(sent)
 }

@@ -29,6 +29,25 @@ const STOP_GRACE: Duration = Duration::from_millis(1000);
 /// (closing with unread input sends a reset, which can destroy the answer).
 const LINGER: Duration = Duration::from_millis(1000);
 
+/// What a request says about its response's framing.
+#[derive(Clone, Copy)]
+pub struct Target {
+    pub http11: bool,
+    /// The request allows keep-alive and the server keeps connections.
+    pub keep_alive: bool,
+    pub is_head: bool,
+}
+
+impl Target {
+    pub fn of(head: &RequestHead, config: &ServerConfig) -> Self {
+        Target {
+            http11: head.version == crate::h1::Version::Http11,
+            keep_alive: head.keep_alive && config.keepalive.is_some(),
+            is_head: head.method() == b"HEAD",
+        }
+    }
+}
+
 /// Why a connection ends before its request is served.
 pub enum Stop {
     /// Quietly: the client left, idled out, or the worker is stopping.

@@ -92,6 +92,12 @@ impl Shared {
         let max = self.config.max_requests;
         (max > 0 && ordinal >= max) || self.stopping.load(Ordering::Acquire)
     }
+
+    /// `--limit-concurrency`: a new request now gets a 503.
+    pub fn over_concurrency(&self) -> bool {
+        let limit = self.config.limit_concurrency;
+        limit > 0 && self.counters.in_flight() >= limit
+    }
 }
 
 pub struct Server {

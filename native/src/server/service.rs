@@ -5,9 +5,9 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, SERVER};
+use hyper::header::{HeaderValue, CONNECTION, SERVER};
 use hyper::upgrade::OnUpgrade;
-use hyper::{HeaderMap, Method, Request, Response, StatusCode, Version};
+use hyper::{Method, Request, Response, StatusCode, Version};
 use hyper_util::rt::TokioIo;
 use std::io::SeekFrom;
 
@@ -67,8 +67,7 @@ async fn answer(
         };
         return with_server(response, &shared.config.server_header);
     }
-    let limit = shared.config.limit_concurrency;
-    if limit > 0 && shared.counters.in_flight() >= limit {
+    if shared.over_concurrency() {
         return with_server(
             plain(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -90,7 +89,6 @@ async fn answer(
         conn,
         reply: ReplySlot::new(tx),
         tracker: tracker.clone(),
-        runtime: tokio::runtime::Handle::current(),
         limit_body: shared.config.limit_request_body,
     });
     let response = match rx.await {
@@ -217,11 +215,7 @@ pub(super) fn open_file(
 
 /// A short text answer from the server itself (limits, errors).
 pub fn plain(status: StatusCode, text: &'static str, close: bool) -> Response<ResponseBody> {
-    let mut headers = HeaderMap::new();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
-    if close {
-        headers.insert(CONNECTION, HeaderValue::from_static("close"));
-    }
+    let headers = super::exchange::text_headers(close);
     let mut response = Response::new(ResponseBody::full(text));
     *response.status_mut() = status;
     *response.headers_mut() = headers;

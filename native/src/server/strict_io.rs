@@ -131,7 +131,7 @@ impl<T> StrictIo<T> {
                         self.checked += n;
                         self.heads += 1;
                         self.head_deadline = None;
-                        self.asked_upgrade = asks_upgrade(&head);
+                        self.asked_upgrade = head.asks_upgrade();
                         match body_framing(&head) {
                             Some(body) => self.framing = body,
                             None => self.body_done(),
@@ -243,12 +243,6 @@ impl<T> StrictIo<T> {
         self.checked -= n;
         true
     }
-}
-
-/// hyper takes any `Upgrade` field (with or without `Connection: upgrade`)
-/// or a CONNECT as a wish to upgrade; the app's answer decides.
-fn asks_upgrade(head: &RequestHead) -> bool {
-    head.method() == b"CONNECT" || head.header(b"upgrade").is_some()
 }
 
 /// How the body after `head` is framed; `None` when it has none.

@@ -24,10 +24,10 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 
 use super::dispatch::{Engine, Produced};
-use super::h1_response::{frame, send_file, sent_of, stream, write_block, Target};
+use super::h1_response::{frame, send_file, stream, write_block};
 use super::spool::{RequestBody, Spool, SPOOL_AT};
 use crate::h1::{ChunkedDecoder, RequestHead, Version};
-use crate::server::h1_wire::{error_bytes, Stop, Wire};
+use crate::server::h1_wire::{error_bytes, Stop, Target, Wire};
 use crate::server::{BoxIo, ConnInfo, Shared};
 
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
@@ -172,9 +172,8 @@ async fn answer(
     shared: &Shared,
     ordinal: u64,
 ) -> bool {
-    let is_head = head.method() == b"HEAD";
-    let http11 = head.version == Version::Http11;
-    let keep = head.keep_alive && shared.config.keepalive.is_some();
+    let target = Target::of(&head, &shared.config);
+    let is_head = target.is_head;
     // One GIL hold for a whole response: the environ, the app, the head,
     // the access log, and dropping the request's Python objects.
     let (call, produced, framed) = {
@@ -190,7 +189,10 @@ async fn answer(
                 environ
             });
             let (call, produced) = engine.run(py, environ);
-            let keep = keep && !shared.closes_after(ordinal);
+            let target = Target {
+                keep_alive: target.keep_alive && !shared.closes_after(ordinal),
+                ..target
+            };
             let (known, file) = match &produced {
                 Produced::Whole(b) => (Some(b.len() as u64), false),
                 Produced::File(_, len) => (Some(*len), true),
@@ -198,19 +200,12 @@ async fn answer(
             };
             let framed = match (&call, &produced) {
                 (_, Produced::Error | Produced::BadProxy) | (None, _) => None,
-                (Some(call), _) => {
-                    let target = Target {
-                        http11,
-                        keep_alive: keep,
-                        is_head,
-                    };
-                    frame(py, engine, call, target, known, file)
-                }
+                (Some(call), _) => frame(py, engine, call, target, known, file),
             };
             match (&call, &produced, &framed) {
                 (Some(c), Produced::Whole(body), Some(f)) => {
                     let status = c.start.borrow(py).code;
-                    engine.done(py, c, status, sent_of(f, body.len()) as u64);
+                    engine.done(py, c, status, f.body_bytes(body.len()) as u64);
                     (None, produced, framed)
                 }
                 (Some(c), _, None) => {
@@ -235,9 +230,9 @@ async fn answer(
     };
     let kept = match produced {
         Produced::Whole(body) => {
-            let n = sent_of(&framed, body.len());
-            let ok = c.wire.write([&framed.head, &body[..n]]).await.is_ok();
-            ok && framed.keep_alive && (framed.length < 0 || n as i64 == framed.length)
+            let n = framed.body_bytes(body.len());
+            let ok = c.wire.write([&framed.bytes, &body[..n]]).await.is_ok();
+            ok && framed.keep_alive && framed.complete(n as u64)
         }
         Produced::File(file, len) => {
             let call = call.expect("a file answer has a call");
@@ -257,7 +252,7 @@ async fn answer(
         }
         Produced::Cut(written) => {
             let call = call.expect("a cut answer has a call");
-            let _ = c.wire.write([&framed.head]).await;
+            let _ = c.wire.write([&framed.bytes]).await;
             let mut sent = 0;
             for block in &written {
                 if write_block(&mut c.wire, &framed, block).await.is_err() {

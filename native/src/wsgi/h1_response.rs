@@ -10,36 +10,10 @@ use pyo3::prelude::*;
 
 use super::dispatch::Engine;
 use super::stream::{capped, Pump};
-use crate::h1::ResponseHeadBuilder;
-use crate::server::h1_wire::Wire;
+use crate::h1::{ChunkSize, ResponseHead, ResponseHeadBuilder};
+use crate::server::h1_wire::{Target, Wire};
 
 const FILE_CHUNK: usize = 256 * 1024;
-
-/// What the response head says, and how its body must be framed.
-pub(super) struct Framed {
-    pub head: Vec<u8>,
-    /// Body bytes to send; -1: chunked or delimited by the close.
-    pub length: i64,
-    pub chunked: bool,
-    pub keep_alive: bool,
-}
-
-/// How much of a whole body goes out: none where no body is allowed, never
-/// more than the app's Content-Length.
-pub(super) fn sent_of(framed: &Framed, len: usize) -> usize {
-    if framed.length < 0 {
-        len
-    } else {
-        len.min(framed.length as usize)
-    }
-}
-
-/// What the request says about its response's framing.
-pub(super) struct Target {
-    pub http11: bool,
-    pub keep_alive: bool,
-    pub is_head: bool,
-}
 
 /// The response head from start_response's status and fields; `known` is
 /// the body's size when the engine holds it (a list, a file).
@@ -50,7 +24,7 @@ pub(super) fn frame(
     t: Target,
     known: Option<u64>,
     file: bool,
-) -> Option<Framed> {
+) -> Option<ResponseHead> {
     let start = call.start.borrow(py);
     let built = ResponseHeadBuilder::new(&start.status_line, t.http11, t.keep_alive, t.is_head)
         .and_then(|mut b| {
@@ -65,12 +39,7 @@ pub(super) fn frame(
         });
     drop(start);
     match built {
-        Ok(head) => Some(Framed {
-            head: head.bytes,
-            length: head.content_length,
-            chunked: head.chunked,
-            keep_alive: head.keep_alive,
-        }),
+        Ok(head) => Some(head),
         Err(e) => {
             let err = pyo3::exceptions::PyValueError::new_err(e);
             engine.report(py, call.environ.bind(py), err, "");
@@ -79,12 +48,16 @@ pub(super) fn frame(
     }
 }
 
-pub(super) async fn write_block(c: &mut Wire, framed: &Framed, block: &[u8]) -> io::Result<()> {
-    if block.is_empty() || framed.length == 0 {
+pub(super) async fn write_block(
+    c: &mut Wire,
+    framed: &ResponseHead,
+    block: &[u8],
+) -> io::Result<()> {
+    if block.is_empty() || framed.content_length == 0 {
         return Ok(());
     }
     if framed.chunked {
-        let size = format!("{:x}\r\n", block.len());
+        let size = ChunkSize::new(block.len());
         c.write([size.as_bytes(), block, b"\r\n"]).await
     } else {
         c.write([block]).await
@@ -96,14 +69,14 @@ pub(super) async fn write_block(c: &mut Wire, framed: &Framed, block: &[u8]) -> 
 pub(super) async fn stream(
     engine: &Arc<Engine>,
     c: &mut Wire,
-    framed: &Framed,
+    framed: &ResponseHead,
     call: super::dispatch::Call,
     mut pump: Pump,
     first: Bytes,
 ) -> bool {
-    let mut left = (framed.length >= 0).then_some(framed.length as u64);
+    let mut left = u64::try_from(framed.content_length).ok();
     let mut sent = 0u64;
-    let mut ok = c.write([&framed.head]).await.is_ok();
+    let mut ok = c.write([&framed.bytes]).await.is_ok();
     let mut block = Some(first);
     let mut complete = false;
     while ok {
@@ -148,20 +121,16 @@ pub(super) async fn stream(
 /// A regular file, read on this thread (body.rs says why) after the head.
 pub(super) async fn send_file(
     c: &mut Wire,
-    framed: &Framed,
+    framed: &ResponseHead,
     mut file: std::fs::File,
     len: u64,
 ) -> io::Result<u64> {
     use std::io::Read;
-    let mut left = if framed.length >= 0 {
-        len.min(framed.length as u64)
-    } else {
-        len
-    };
+    let mut left = u64::try_from(framed.content_length).map_or(len, |n| len.min(n));
     let mut buf = vec![0u8; (left as usize).clamp(1, FILE_CHUNK)];
     let first = (left as usize).min(buf.len());
     let n = file.read(&mut buf[..first])?;
-    c.write([&framed.head, &buf[..n]]).await?;
+    c.write([&framed.bytes, &buf[..n]]).await?;
     let mut sent = n as u64;
     left -= n as u64;
     while left > 0 {
