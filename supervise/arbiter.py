@@ -25,6 +25,7 @@ from supervise.helper import HelperError
 from supervise.operations import Operations
 from supervise.scoreboard import Scoreboard, State
 from supervise.signals import SignalQueue
+from supervise.worker_record import WorkerRecord
 from supervise.workers import load_worker_class
 from supervise.workers.base import APP_LOAD_ERROR, WORKER_BOOT_ERROR
 
@@ -43,47 +44,6 @@ class HaltServer(Exception):
         super().__init__(reason)
         self.reason = reason
         self.exit_status = exit_status
-
-
-class WorkerRecord:
-    """What the arbiter knows about one child: never anything it must ask the child."""
-
-    __slots__ = (
-        "abort_sent",
-        "booted",
-        "cause",
-        "generation",
-        "killed",
-        "pid",
-        "ready",
-        "retire",
-        "retire_at",
-        "term_sent",
-        "worker",
-    )
-
-    def __init__(self, pid: int, worker: Worker, *, retire_at: float) -> None:
-        self.pid = pid
-        self.worker = worker
-        self.generation = worker.generation
-        self.ready = False
-        self.term_sent = 0.0
-        self.abort_sent = 0.0
-        self.killed = False
-        self.booted = time.monotonic()
-        self.retire_at = retire_at  # --worker-lifetime
-        # Set when the arbiter wants it replaced (memory, lifetime, ctl retire):
-        # the same path as a worker that marked itself RETIRING at max_requests.
-        self.retire = ""
-        self.cause = ""  # why it was asked to leave (scoreboard.EXIT_CAUSES)
-
-    @property
-    def stopping(self) -> bool:
-        return bool(self.term_sent)
-
-    @property
-    def retiring(self) -> bool:
-        return bool(self.retire) or self.worker.slot.state == State.RETIRING
 
 
 class Arbiter:
@@ -551,7 +511,7 @@ class Arbiter:
                 self.log.error("Worker (pid:%s) was killed by signal %s", rec.pid, sig)
         elif code and not rec.stopping and code not in (APP_LOAD_ERROR, WORKER_BOOT_ERROR):
             self.log.error("Worker (pid:%s) exited with code %s", rec.pid, code)
-        self.ops.worker_exited(self._exit_cause(rec, code))
+        self.ops.worker_exited(rec.exit_cause(code))
         with contextlib.suppress(Exception):
             self.cfg.child_exit(self, rec.worker)
         if code in (APP_LOAD_ERROR, WORKER_BOOT_ERROR) and not rec.ready:
@@ -601,14 +561,6 @@ class Arbiter:
         rec.retire = cause
         rec.worker.slot.set_state(State.RETIRING)
         self.log.info("Worker %s %s: a replacement is starting", rec.pid, reason)
-
-    @staticmethod
-    def _exit_cause(rec: WorkerRecord, code: int) -> str:
-        if rec.cause:
-            return rec.cause
-        if code in (APP_LOAD_ERROR, WORKER_BOOT_ERROR) and not rec.ready:
-            return "boot_failure"
-        return "crash"
 
     # -- stopping -----------------------------------------------------------------
     def _stop(self, graceful: bool = True) -> None:

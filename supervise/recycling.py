@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, NamedTuple
 from supervise import procmem
 
 if TYPE_CHECKING:
-    from supervise.arbiter import WorkerRecord
     from supervise.config import Config
+    from supervise.worker_record import WorkerRecord
 
 MEMORY_PERIOD = 2.0
 MIB = 1024 * 1024

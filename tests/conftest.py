@@ -361,6 +361,20 @@ def rsgi(start_server, marks):
     return start
 
 
+@pytest.fixture(params=["asgi", "native"])
+def asgi(request: pytest.FixtureRequest, start_server):
+    """Start `supervise -k WORKER ARGS asgi_apps:app` (extra args before the app),
+    for each worker class that serves ASGI apps: the asgi worker, and the engine
+    (`-k native`, which tells the interface from the app)."""
+    worker = request.param
+
+    def start(*args: str, app: str = "asgi_apps:app", **options):
+        return start_server("-k", worker, *args, app, **options)
+
+    start.worker = worker
+    return start
+
+
 @pytest.fixture
 def nginx(tmp_path: Path) -> Iterator[Callable[..., Any]]:
     """Factory: nginx(port, http=..., stream=...) -> a running nginx (tests/nginx.py)

@@ -1,0 +1,85 @@
+"""The ASGI extensions as an app uses them: `http.response.pathsend`,
+`http.response.trailers` (over HTTP/1.1 and HTTP/2) and
+`http.response.early_hint`, on the asgi worker and the engine.
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from h2_client import H2Client
+from test_asgi import APP, raw_exchange, url
+
+
+def test_pathsend_sends_the_file(asgi, tmp_path):
+    data = bytes(range(256)) * 4096
+    path = tmp_path / "file.bin"
+    path.write_bytes(data)
+    server = asgi()
+    response = httpx.get(url(server, "/pathsend"), params={"path": str(path)})
+    assert response.headers["content-length"] == str(len(data))
+    assert response.content == data
+
+
+def test_trailers_follow_a_chunked_body(asgi):
+    server = asgi()
+    data = raw_exchange(
+        server, b"GET /trailers HTTP/1.1\r\nHost: t\r\nTE: trailers\r\nConnection: close\r\n\r\n"
+    )
+    assert b"transfer-encoding: chunked" in data.lower()
+    assert data.endswith(b"4\r\ndata\r\n0\r\nx-checksum: abc\r\n\r\n")
+
+
+@pytest.mark.parametrize(
+    ("query", "end"),
+    [
+        ("whole=1", b"4\r\ndata\r\n0\r\nx-checksum: abc\r\n\r\n"),
+        ("split=1", b"4\r\ndata\r\n0\r\nx-checksum: abc\r\nx-count: 2\r\n\r\n"),
+    ],
+)
+def test_trailers_with_a_whole_body_and_in_two_messages(asgi, query, end):
+    """Announced trailers make the body chunked even when it comes in one message,
+    and trailers sent in several messages go out as one section."""
+    server = asgi()
+    request = f"GET /trailers?{query} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    data = raw_exchange(server, request.encode())
+    assert b"transfer-encoding: chunked" in data.lower()
+    assert data.endswith(end)
+
+
+def test_trailers_never_sent_cut_the_response(asgi):
+    """An app that announced trailers and returned without them did not finish its
+    response: the client must not see a complete body."""
+    server = asgi()
+    data = raw_exchange(server, b"GET /trailers?missing=1 HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert data.startswith(b"HTTP/1.1 200")
+    assert b"4\r\ndata\r\n" in data
+    assert not data.endswith(b"0\r\n\r\n")
+    server.wait_for_log("returned without completing its response")
+
+
+def test_trailers_over_http2(start_server):
+    server = start_server("-k", "native", APP)
+    client = H2Client(server.connect(), authority=f"{server.host}:{server.port}")
+    stream = client.finish(client.request("/trailers?split=1"))
+    assert stream.headers[":status"] == "200"
+    assert stream.body == b"data"
+    assert stream.headers["x-checksum"] == "abc" and stream.headers["x-count"] == "2"
+
+
+def test_early_hint_is_dropped_for_http10(asgi):
+    server = asgi()
+    data = raw_exchange(server, b"GET /early-hint HTTP/1.0\r\nHost: t\r\n\r\n")
+    assert data.startswith(b"HTTP/1.1 200 OK") or data.startswith(b"HTTP/1.0 200 OK")
+    assert b" 103 " not in data
+    assert data.endswith(b"after the hint")
+
+
+def test_early_hint_is_a_103_before_the_response(asgi):
+    server = asgi()
+    data = raw_exchange(server, b"GET /early-hint HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    assert data.startswith(
+        b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload; as=style\r\n\r\n"
+        b"HTTP/1.1 200 OK"
+    )
+    assert data.endswith(b"after the hint")
