@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import threading
 import time
 from pathlib import Path
@@ -471,14 +472,26 @@ def test_failed_startup_on_hup_keeps_the_old_workers(asgi, tmp_path):
 # -- TLS and logs ---------------------------------------------------------------------
 
 
-def test_tls_scope_has_https_and_the_tls_extension(start_server, tls_pki):  # noqa: F811
-    server = start_tls(start_server, tls_pki, "-k", "asgi", APP)
+@pytest.mark.parametrize("worker", ["asgi", "native"])
+def test_tls_scope_has_https_and_the_tls_extension(start_server, tls_pki, worker):  # noqa: F811
+    verify = ("--ca-certs", str(tls_pki / "ca.pem"), "--cert-reqs", "1")
+    server = start_tls(start_server, tls_pki, "-k", worker, *verify, APP)
     status, _, body = https_get(server, client_context(tls_pki, cert=True), "/scope")
     scope = json.loads(body)
     assert status == 200 and scope["scheme"] == "https"
     tls = scope["extensions"]["tls"]
     assert tls["tls_version"] in (0x0303, 0x0304)
-    assert tls["cipher_suite"]
+    # The IANA number, as the spec says (0x1301 is TLS_AES_128_GCM_SHA256), not a name.
+    assert type(tls["cipher_suite"]) is int and 0 < tls["cipher_suite"] <= 0xFFFF
+    # The client's certificate first (the engine also gives what followed it).
+    client = tls["client_cert_chain"][0]
+    leaf = (tls_pki / "client.pem").read_text().split("-----END CERTIFICATE-----")[0]
+    expected = ssl.PEM_cert_to_DER_cert(leaf + "-----END CERTIFICATE-----\n")
+    assert ssl.PEM_cert_to_DER_cert(client) == expected
+    assert tls["client_cert_error"] is None
+    # Without a client certificate (optional here): an empty chain.
+    status, _, body = https_get(server, client_context(tls_pki), "/scope")
+    assert json.loads(body)["extensions"]["tls"]["client_cert_chain"] == []
 
 
 def test_access_log_line(asgi):

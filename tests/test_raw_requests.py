@@ -1,6 +1,7 @@
 """Raw requests against the real `supervise` server: what the parser refuses
-(the tables of test_parser.py) a client sees refused on the wire, with the
-connection closed after the 4xx, and nothing smuggled gets answered."""
+(the tables of test_parser.py and test_chunked_decoder.py) a client sees
+refused on the wire, with the connection closed after the 4xx, and nothing
+smuggled gets answered."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from conftest import (
     shutdown,
     worker_params,
 )
-from test_parser import INVALID_CHUNKED, INVALID_REQUESTS, VALID_REQUESTS, ids
+from test_chunked_decoder import INVALID_CHUNKED
+from test_parser import INVALID_REQUESTS, VALID_REQUESTS, ids
 
 from supervise import _native
 

@@ -47,7 +47,6 @@ class ConnectionInfo:
 
 
 def _tls_extension(ssl_object: ssl.SSLObject) -> dict[str, Any]:
-    cipher = ssl_object.cipher()
     peer = ssl_object.getpeercert(binary_form=True)
     return {
         "server_cert": None,
@@ -55,8 +54,20 @@ def _tls_extension(ssl_object: ssl.SSLObject) -> dict[str, Any]:
         "client_cert_name": None,
         "client_cert_error": None,
         "tls_version": _TLS_VERSIONS.get(ssl_object.version() or ""),
-        "cipher_suite": None if cipher is None else cipher[0],
+        "cipher_suite": _cipher_number(ssl_object),
     }
+
+
+def _cipher_number(ssl_object: ssl.SSLObject) -> int | None:
+    """The IANA number the spec asks for (0x1301 for TLS_AES_128_GCM_SHA256):
+    OpenSSL's cipher id carries it in its low 16 bits; ``cipher()`` gives a name."""
+    cipher = ssl_object.cipher()
+    if cipher is None:
+        return None
+    for known in ssl_object.context.get_ciphers():
+        if known["name"] == cipher[0]:
+            return known["id"] & 0xFFFF
+    return None
 
 
 # The numbers the ASGI TLS extension uses for the protocol versions.

@@ -5,11 +5,12 @@
 use hyper::http::request::Parts;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyDict};
 
 use crate::py::asgi_scope;
 use crate::rsgi::forwarded::Proxied;
-use crate::server::ConnInfo;
+use crate::server::{ConnInfo, TlsInfo};
 use crate::wsgi::HyperHead;
 
 #[pyclass(module = "supervise._native", frozen)]
@@ -78,7 +79,15 @@ impl AsgiApp {
         } else {
             &self.extensions
         };
-        scope.set_item(intern!(py, "extensions"), extensions.bind(py))?;
+        let extensions = match &conn.tls {
+            None => extensions.bind(py).clone(),
+            Some(tls) => {
+                let with_tls = extensions.bind(py).copy()?;
+                with_tls.set_item("tls", tls_extension(py, tls)?)?;
+                with_tls
+            }
+        };
+        scope.set_item(intern!(py, "extensions"), extensions)?;
         asgi_scope::fill(&scope, &HyperHead::new(head), &self.root_path, true, None)?;
         Ok(scope)
     }
@@ -107,6 +116,9 @@ impl AsgiApp {
         scope.set_item(intern!(py, "subprotocols"), offered)?;
         let extensions = PyDict::new(py);
         extensions.set_item("websocket.http.response", PyDict::new(py))?;
+        if let Some(tls) = &conn.tls {
+            extensions.set_item("tls", tls_extension(py, tls)?)?;
+        }
         scope.set_item(intern!(py, "extensions"), extensions)?;
         asgi_scope::fill(&scope, &HyperHead::new(head), &self.root_path, false, None)?;
         Ok(scope)
@@ -131,4 +143,27 @@ impl AsgiApp {
         scope.set_item(intern!(py, "state"), self.state.bind(py).copy()?)?;
         Ok(scope)
     }
+}
+
+/// ASGI's `tls` extension, as the asgi worker gives it: the client's chain in
+/// PEM (Python's own conversion, so both servers give the same text); no
+/// server certificate or client name (both optional in the spec), and no
+/// verification error: an unverified client certificate fails the handshake.
+fn tls_extension<'py>(py: Python<'py>, tls: &TlsInfo) -> PyResult<Bound<'py, PyDict>> {
+    static TO_PEM: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let to_pem = TO_PEM.import(py, "ssl", "DER_cert_to_PEM_cert")?;
+    let chain = tls
+        .client_chain
+        .iter()
+        .map(|der| to_pem.call1((PyBytes::new(py, der),)))
+        .collect::<PyResult<Vec<_>>>()?;
+    let known = |n: u16| (n != 0).then_some(n);
+    let extension = PyDict::new(py);
+    extension.set_item("server_cert", py.None())?;
+    extension.set_item("client_cert_chain", chain)?;
+    extension.set_item("client_cert_name", py.None())?;
+    extension.set_item("client_cert_error", py.None())?;
+    extension.set_item("tls_version", known(tls.version))?;
+    extension.set_item("cipher_suite", known(tls.cipher_suite))?;
+    Ok(extension)
 }

@@ -31,6 +31,20 @@ pub struct ConnInfo {
     body_refused: AtomicBool,
     /// Whether the request that asked to upgrade was (strict_io.rs waits on it).
     pub(crate) upgrade: super::upgrade_gate::UpgradeGate,
+    /// What the TLS handshake settled; `None` on a plain connection.
+    pub tls: Option<TlsInfo>,
+}
+
+/// A TLS connection as an app may ask about it (ASGI's `tls` extension).
+#[derive(Debug, Clone)]
+pub struct TlsInfo {
+    /// 0x0303 for TLS 1.2, 0x0304 for 1.3.
+    pub version: u16,
+    /// The IANA number, 0x1301 for TLS_AES_128_GCM_SHA256.
+    pub cipher_suite: u16,
+    /// The client's certificate and its chain, DER, as it sent them (verified
+    /// against `--ca-certs`: the handshake fails otherwise).
+    pub client_chain: Vec<Vec<u8>>,
 }
 
 impl ConnInfo {
@@ -46,6 +60,7 @@ impl ConnInfo {
             h2: AtomicBool::new(false),
             body_refused: AtomicBool::new(false),
             upgrade: Default::default(),
+            tls: None,
         }
     }
 

@@ -170,6 +170,7 @@ async fn run<T>(
             if let Some(tls) = tls::handshake(acceptor, stream, shared.config.header_timeout).await
             {
                 let proto = Proto::pick(mode, tls::negotiated_h2(&tls));
+                info.tls = Some(tls::info(&tls));
                 connection::serve(tls, info, shared, stop, proto).await;
             }
         }

@@ -33,7 +33,7 @@ mod ws_session;
 pub use body::ResponseBody;
 pub use config::{Http2Config, HttpMode, RuntimeMode, ServerConfig};
 pub use exchange::{
-    BoxIo, ConnInfo, Dispatch, Exchange, ExchangeBody, Reply, ReplySlot, Served, Tracker,
+    BoxIo, ConnInfo, Dispatch, Exchange, ExchangeBody, Reply, ReplySlot, Served, TlsInfo, Tracker,
     SMALL_BODY,
 };
 pub use fin_watch::client_fin;

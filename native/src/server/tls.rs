@@ -169,6 +169,21 @@ pub fn with_alpn(config: &rustls::ServerConfig, mode: HttpMode) -> Arc<rustls::S
     Arc::new(config)
 }
 
+/// What the handshake settled, for the app.
+pub fn info<T>(stream: &TlsStream<T>) -> super::exchange::TlsInfo {
+    let session = stream.get_ref().1;
+    super::exchange::TlsInfo {
+        version: session.protocol_version().map_or(0, u16::from),
+        cipher_suite: session
+            .negotiated_cipher_suite()
+            .map_or(0, |suite| u16::from(suite.suite())),
+        client_chain: session
+            .peer_certificates()
+            .map(|chain| chain.iter().map(|cert| cert.to_vec()).collect())
+            .unwrap_or_default(),
+    }
+}
+
 /// What ALPN settled: `Some(true)` for h2, `Some(false)` for http/1.1, `None`
 /// when the client offered nothing we speak.
 pub fn negotiated_h2<T>(stream: &TlsStream<T>) -> Option<bool> {
