@@ -19,14 +19,14 @@ use bytes::{Buf, Bytes};
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::http::request::Parts;
 use hyper::{HeaderMap, Method, Request, StatusCode, Uri, Version};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::body::{ExchangeGuard, Framing};
 use super::exchange::{
     ConnInfo, Exchange, ExchangeBody, Interim, Reply, ReplySlot, Tracker, SMALL_BODY,
 };
-use super::h1_wire::{error_bytes, Stop, Target, Wire};
+use super::h1_wire::{Stop, Target, Wire};
 use super::runtime::Shared;
 use crate::h1::{self, ChunkSize, RequestHead, ResponseHead, ResponseHeadBuilder};
 
@@ -57,7 +57,7 @@ pub(super) async fn serve<I: Io>(
             Ok(parsed) => parsed,
             Err(Stop::Close) => break false,
             Err(Stop::Refuse(status, reason)) => {
-                let _ = w.io.write_all(&error_bytes(status, &reason, true)).await;
+                w.refuse(status, &reason, true).await;
                 break true;
             }
         };
@@ -297,7 +297,7 @@ async fn write_reply<I: Io>(
 }
 
 async fn server_error<I: Io>(w: &mut Wire<I>) -> bool {
-    let _ = w.write([&error_bytes(500, "", true)]).await;
+    w.refuse(500, "", true).await;
     false
 }
 

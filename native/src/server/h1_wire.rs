@@ -194,14 +194,14 @@ impl<I: AsyncRead + AsyncWrite + Unpin + Send> Wire<I> {
         }
     }
 
-    /// The parts in order, with as few `writev` calls as the socket allows.
+    /// The parts in order, with as few `writev` calls as the socket allows
+    /// (the slices live on the stack: this runs for every response).
     pub async fn write<const N: usize>(&mut self, parts: [&[u8]; N]) -> io::Result<()> {
-        let mut slices: Vec<IoSlice<'_>> = parts
-            .iter()
-            .filter(|p| !p.is_empty())
-            .map(|p| IoSlice::new(p))
-            .collect();
+        let mut slices = parts.map(IoSlice::new);
         let mut slices = &mut slices[..];
+        // Leading empty parts go (nothing left to write must not look like a
+        // zero-length write); empty ones between others are harmless.
+        IoSlice::advance_slices(&mut slices, 0);
         while !slices.is_empty() {
             let n = self.io.write_vectored(slices).await?;
             if n == 0 {
@@ -210,6 +210,12 @@ impl<I: AsyncRead + AsyncWrite + Unpin + Send> Wire<I> {
             IoSlice::advance_slices(&mut slices, n);
         }
         Ok(())
+    }
+
+    /// The server's own error answer (`error_bytes`); the connection ends
+    /// after it.
+    pub async fn refuse(&mut self, status: u16, reason: &str, body: bool) {
+        let _ = self.io.write_all(&error_bytes(status, reason, body)).await;
     }
 
     /// The end: after a refusal or with input left unread, the client's

@@ -27,7 +27,7 @@ use super::dispatch::{Engine, Produced};
 use super::h1_response::{frame, send_file, stream, write_block};
 use super::spool::{RequestBody, Spool, SPOOL_AT};
 use crate::h1::{ChunkedDecoder, RequestHead, Version};
-use crate::server::h1_wire::{error_bytes, Stop, Target, Wire};
+use crate::server::h1_wire::{Stop, Target, Wire};
 use crate::server::{BoxIo, ConnInfo, Shared};
 
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
@@ -62,11 +62,7 @@ pub(super) async fn serve(
             }
             Err(Stop::Close) => break false,
             Err(Stop::Refuse(status, reason)) => {
-                let _ = c
-                    .wire
-                    .io
-                    .write_all(&error_bytes(status, &reason, true))
-                    .await;
+                c.wire.refuse(status, &reason, true).await;
                 break true;
             }
         };
@@ -75,11 +71,7 @@ pub(super) async fn serve(
             Err(Stop::Close) => break false,
             Err(Stop::Refuse(status, reason)) => {
                 let is_head = head.method() == b"HEAD";
-                let _ = c
-                    .wire
-                    .io
-                    .write_all(&error_bytes(status, &reason, !is_head))
-                    .await;
+                c.wire.refuse(status, &reason, !is_head).await;
                 break true;
             }
         };
@@ -221,11 +213,7 @@ async fn answer(
             Produced::BadProxy => (400, "Contradictory scheme headers"),
             _ => (500, ""),
         };
-        let _ = c
-            .wire
-            .io
-            .write_all(&error_bytes(status, text, !is_head))
-            .await;
+        c.wire.refuse(status, text, !is_head).await;
         return false;
     };
     let kept = match produced {
