@@ -260,13 +260,12 @@ def _build() -> dict[str, Setting]:
         metavar="INT",
         validator=int_check(1),
         default=1000,
-        help="The most connections one worker holds open at once, for the gthread, "
-        "gevent and asgi workers (sync: heads still on their way). gthread and gevent "
-        "leave the connections beyond it in the backlog; asgi closes the connection "
-        "nearest its deadline that is not in a request (idle keep-alive, a head still "
-        "on its way) to make room, and answers 503 when every connection is in one. "
-        "rsgi and native have no connection cap (as Granian): --limit-concurrency bounds "
-        "their requests.",
+        help="The most connections one worker holds open at once (sync: heads still "
+        "on their way). gthread and gevent leave the connections beyond it in the "
+        "backlog; asgi, rsgi and native close the connection nearest its deadline that "
+        "is not in a request (idle keep-alive, a head or TLS handshake still on its way) "
+        "to make room, and answer 503 when every connection is in one (on the Rust "
+        "server an HTTP/2 or WebSocket connection counts as in one).",
     )
     add(
         name="max_requests",

@@ -50,7 +50,7 @@ def declare(add: Callable[..., None]) -> None:
         help="Answer 503 Service Unavailable to requests arriving while this many are "
         "already in flight in the worker (0: no limit): asgi, rsgi and native (where a "
         "WSGI app's HTTP/1.1 requests are bounded by --threads instead). Open "
-        "connections are capped separately by `worker_connections` (asgi).",
+        "connections are capped separately by `worker_connections`.",
     )
     add(
         name="factory",

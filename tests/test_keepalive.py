@@ -168,7 +168,7 @@ def test_keepalive_zero_closes_every_connection(start_server, keepalive_worker):
 
 def test_worker_connections_bounds_open_connections(start_server, keepalive_worker):
     if keepalive_worker == "native":
-        pytest.skip("the native server has no connection cap (as Granian): docs/operations.md")
+        pytest.skip("the engine makes room instead: the test below")
     server = start_server(
         "-k", keepalive_worker, "-w", "1", "--worker-connections", "2", f"{APPS}:path"
     )
@@ -189,6 +189,32 @@ def test_worker_connections_bounds_open_connections(start_server, keepalive_work
         assert second.response()[0] == 200
     finally:
         for client in (first, second, third):
+            client.sock.close()
+
+
+def test_worker_connections_on_the_engine_makes_room_for_a_new_client(start_server):
+    """WSGI on the engine follows the asgi worker's rule: at the bound a new
+    client takes the seat of the waiting connection nearest its deadline
+    (here a kept-alive one, 5 s, before a silent new one's header_timeout, 10 s)."""
+    server = start_server(
+        "-k", "native", "-w", "1", "--worker-connections", "2", "--keep-alive", "5",
+        f"{APPS}:path",
+    )  # fmt: skip
+    clients = [Client(server.connect()), Client(server.connect())]
+    idle, silent = clients
+    try:
+        idle.send("/idle")
+        assert idle.response()[0] == 200
+        clients.append(third := Client(server.connect()))
+        third.send("/third")
+        status, _, body = third.response()
+        assert (status, body.split()[0]) == (200, b"/third")
+        # Long before its keep-alive ran out.
+        assert idle.has_data(2) and idle.closed_by_server()
+        silent.send("/silent")
+        assert silent.response()[0] == 200
+    finally:
+        for client in clients:
             client.sock.close()
 
 

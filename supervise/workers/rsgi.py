@@ -134,6 +134,7 @@ class RsgiWorker(LoopWorker):
                 limit_request_field_size=cfg.limit_request_field_size,
                 limit_request_body=cfg.limit_request_body,
                 limit_concurrency=cfg.limit_concurrency,
+                worker_connections=cfg.worker_connections,
                 # This worker's number (jitter applied): the response that
                 # reaches it says Connection: close.
                 max_requests=self.max_requests if self.max_requests < sys.maxsize else 0,

@@ -66,9 +66,11 @@ pub struct ServerConfig {
     /// 0: no limit.
     pub limit_request_body: u64,
     /// `--limit-concurrency`: requests in flight past which a new one is
-    /// answered 503 (0: no limit). The server's only cap: it has no
-    /// connection cap, as Granian has none.
+    /// answered 503 (0: no limit).
     pub limit_concurrency: usize,
+    /// `--worker-connections`: connections open at once (0: no limit),
+    /// with the make-room rule of room.rs.
+    pub max_connections: usize,
     /// `--max-requests` of this worker, jitter applied (0: none). The
     /// response to the request that reaches it, and to any after it, says
     /// `Connection: close` on HTTP/1.x, as the Python workers' last one does:

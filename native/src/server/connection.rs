@@ -18,6 +18,7 @@ use tokio::sync::watch;
 
 use super::config::{HttpMode, ServerConfig};
 use super::exchange::ConnInfo;
+use super::room::Answer;
 use super::runtime::Shared;
 use super::service;
 use super::sniff::{sniff, Prefixed};
@@ -65,7 +66,7 @@ type Builder = auto::Builder<TokioExecutor>;
 /// (one connection type for both), never left to guess the version itself.
 pub struct Builders {
     h1: Builder,
-    h2: Builder,
+    pub(super) h2: Builder,
 }
 
 impl Builders {
@@ -129,12 +130,15 @@ fn http2_settings(b: &mut auto::Http2Builder<'_, TokioExecutor>, cfg: &ServerCon
         .max_local_error_reset_streams(MAX_LOCAL_ERROR_RESETS);
 }
 
+/// `answer`: whether the worker serves the connection, or only tells it
+/// that it is full (full.rs).
 pub async fn serve<T>(
     stream: T,
     conn: ConnInfo,
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
     proto: Proto,
+    answer: Answer,
 ) where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -154,8 +158,15 @@ pub async fn serve<T>(
             }
         }
     };
+    if answer == Answer::TooMany {
+        return super::full::refuse(Prefixed::new(prefix, stream), h2, &shared).await;
+    }
     if h2 {
         conn.set_h2();
+        // Its streams are not tracked one by one: an HTTP/2 connection keeps its seat.
+        if !conn.seat_busy() {
+            return;
+        }
     } else if shared.dispatch.serves_h1() {
         // The WSGI engine's own HTTP/1.1 (wsgi/h1.rs): `h1` once, no hyper.
         let io: super::exchange::BoxIo = Box::pin(Prefixed::new(prefix, stream));

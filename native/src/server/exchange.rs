@@ -33,6 +33,8 @@ pub struct ConnInfo {
     pub(crate) upgrade: super::upgrade_gate::UpgradeGate,
     /// What the TLS handshake settled; `None` on a plain connection.
     pub tls: Option<TlsInfo>,
+    /// Its place under `--worker-connections`; `None` without the cap.
+    pub(crate) seat: Option<Arc<super::room::Seat>>,
 }
 
 /// A TLS connection as an app may ask about it (ASGI's `tls` extension).
@@ -61,12 +63,19 @@ impl ConnInfo {
             body_refused: AtomicBool::new(false),
             upgrade: Default::default(),
             tls: None,
+            seat: None,
         }
     }
 
     /// Every request passes here first; its number on the connection, from 1.
     pub(crate) fn saw_request(&self) -> u64 {
         self.requests.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// In a request, or on hyper, from now on; false once its seat went to
+    /// a newer connection: the connection must end without serving.
+    pub(crate) fn seat_busy(&self) -> bool {
+        self.seat.as_ref().is_none_or(|seat| seat.busy())
     }
 
     /// Known before the first request is read (ALPN, `--http`, or the preface).

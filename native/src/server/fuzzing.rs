@@ -16,6 +16,7 @@ use tokio::sync::watch;
 use super::config::{Http2Config, HttpMode, RuntimeMode, ServerConfig};
 use super::connection::{serve, Builders, Proto};
 use super::exchange::{ConnInfo, Dispatch, Exchange, ExchangeBody, Reply};
+use super::room::Answer;
 use super::runtime::Shared;
 use super::websocket::{WsAnswer, WsConfig, WsExchange};
 
@@ -65,6 +66,7 @@ impl Dispatch for Echo {
 pub(crate) fn config(http: HttpMode) -> ServerConfig {
     ServerConfig {
         limit_concurrency: 0,
+        max_connections: 0,
         max_requests: 0,
         threads: 1,
         mode: RuntimeMode::St,
@@ -108,6 +110,7 @@ async fn exchange_bytes(input: &[u8], piece: usize, http: HttpMode) -> Vec<u8> {
         tls: None,
         config: cfg,
         dispatch: Box::new(Echo),
+        room: None,
         counters: Arc::default(),
         stopping: Default::default(),
         stop_rx: stop_rx.clone(),
@@ -115,7 +118,7 @@ async fn exchange_bytes(input: &[u8], piece: usize, http: HttpMode) -> Vec<u8> {
     let (client, server) = tokio::io::duplex(256 * 1024);
     let conn = ConnInfo::new("127.0.0.1:1".into(), "127.0.0.1:2".into(), "http");
     let proto = Proto::pick(http, None);
-    let served = tokio::spawn(serve(server, conn, shared, stop_rx, proto));
+    let served = tokio::spawn(serve(server, conn, shared, stop_rx, proto, Answer::Serve));
     let (mut read, mut write) = tokio::io::split(client);
     let reader = tokio::spawn(async move {
         let mut answer = Vec::new();

@@ -47,7 +47,7 @@ pub(super) async fn serve<I: Io>(
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
 ) -> Option<Handover<I>> {
-    let mut w = Wire::new(io);
+    let mut w = Wire::new(io, &conn);
     let cfg = &shared.config;
     let linger = loop {
         if !w.next_request(cfg, &mut stop).await {

@@ -10,6 +10,7 @@
 //! next request is closed once it has been quiet for the grace.
 
 use std::io::{self, IoSlice};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -18,7 +19,8 @@ use tokio::sync::watch;
 use tokio::time::{timeout, Instant};
 
 use super::config::ServerConfig;
-use super::exchange::BoxIo;
+use super::exchange::{BoxIo, ConnInfo};
+use super::room::Seat;
 use super::runtime::Shared;
 use crate::h1::{parse_request, ParseError, RequestHead};
 
@@ -65,16 +67,25 @@ pub struct Wire<I = BoxIo> {
     pub eof: bool,
     /// Whether a request was begun on this connection.
     begun: bool,
+    /// Its place under `--worker-connections` (room.rs): waiting while this
+    /// loop waits for a head, busy from a complete head on.
+    seat: Option<Arc<Seat>>,
 }
 
 impl<I: AsyncRead + AsyncWrite + Unpin + Send> Wire<I> {
-    pub fn new(io: I) -> Wire<I> {
+    pub fn new(io: I, conn: &ConnInfo) -> Wire<I> {
         Wire {
             io,
             buf: BytesMut::with_capacity(READ_SIZE),
             eof: false,
             begun: false,
+            seat: conn.seat.clone(),
         }
+    }
+
+    /// False once the seat went to a newer connection.
+    fn seat_waits(&self, limit: Option<Duration>) -> bool {
+        self.seat.as_ref().is_none_or(|seat| seat.wait(limit))
     }
 
     /// The stream and what was read from it but not consumed, for whoever
@@ -105,7 +116,7 @@ impl<I: AsyncRead + AsyncWrite + Unpin + Send> Wire<I> {
         } else {
             cfg.header_timeout.or(cfg.keepalive)
         };
-        self.wait_for_request(idle, stop).await
+        self.seat_waits(idle) && self.wait_for_request(idle, stop).await
     }
 
     async fn wait_for_request(
@@ -143,13 +154,20 @@ impl<I: AsyncRead + AsyncWrite + Unpin + Send> Wire<I> {
 
     /// A complete head within `header_timeout` of its first byte, and its
     /// size in `buf` (left there: the caller consumes it, or hands it on).
+    /// From then on the connection is in a request, its seat busy.
     pub async fn read_head(&mut self, shared: &Shared) -> Result<(RequestHead, usize), Stop> {
         let cfg = &shared.config;
         let limits = cfg.limits();
         let deadline = cfg.header_timeout.map(|d| Instant::now() + d);
+        if !self.seat_waits(cfg.header_timeout) {
+            return Err(Stop::Close);
+        }
         loop {
             match parse_request(&self.buf, &limits) {
-                Ok(Some(parsed)) => return Ok(parsed),
+                Ok(Some(parsed)) if self.seat.as_ref().is_none_or(|s| s.busy()) => {
+                    return Ok(parsed)
+                }
+                Ok(Some(_)) => return Err(Stop::Close), // its seat went to a newer connection
                 Ok(None) => {}
                 Err(ParseError { status, reason }) => {
                     return Err(Stop::Refuse(status, reason.to_string()))

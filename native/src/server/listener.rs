@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use super::connection::{self, Proto};
 use super::exchange::ConnInfo;
 use super::proxy_read::read_header;
+use super::room::{Admission, Answer};
 use super::runtime::{Held, Shared};
 use super::sniff::Prefixed;
 use super::tls;
@@ -132,14 +133,47 @@ async fn pause(err: &io::Error) {
 }
 
 /// One connection, counted (by `open`) from its accept until it ends, its
-/// PROXY header and TLS handshake included.
+/// PROXY header and TLS handshake included; under `--worker-connections`
+/// from its seat (room.rs), and dropped when its seat goes to a newer one.
 async fn run<T>(
-    mut stream: T,
+    stream: T,
     mut info: ConnInfo,
     peer: Option<IpAddr>,
     shared: Arc<Shared>,
     stop: watch::Receiver<bool>,
     open: Held,
+) where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let Some(room) = shared.room.clone() else {
+        serve(stream, info, peer, shared, stop, Answer::Serve).await;
+        drop(open);
+        return;
+    };
+    let cfg = &shared.config;
+    match room.admit(cfg.header_timeout.or(cfg.keepalive)) {
+        Admission::Full => serve(stream, info, peer, shared.clone(), stop, Answer::TooMany).await,
+        Admission::Seated(held) => {
+            info.seat = Some(held.seat.clone());
+            tokio::select! {
+                biased;
+                () = held.seat.evicted() => {}
+                () = serve(stream, info, peer, shared.clone(), stop, Answer::Serve) => {}
+            }
+        }
+    }
+    drop(open);
+}
+
+/// The PROXY header if one is owed, the TLS handshake if the listeners
+/// speak TLS, then the connection's protocol.
+async fn serve<T>(
+    mut stream: T,
+    mut info: ConnInfo,
+    peer: Option<IpAddr>,
+    shared: Arc<Shared>,
+    stop: watch::Receiver<bool>,
+    answer: Answer,
 ) where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -153,7 +187,6 @@ async fn run<T>(
             let Some((header, after)) =
                 read_header(&mut stream, shared.config.header_timeout).await
             else {
-                drop(open);
                 return;
             };
             if let Some(source) = header.source {
@@ -165,15 +198,16 @@ async fn run<T>(
     let stream = Prefixed::new(rest, stream);
     let mode = shared.config.http;
     match shared.tls.clone() {
-        None => connection::serve(stream, info, shared, stop, Proto::pick(mode, None)).await,
+        None => {
+            connection::serve(stream, info, shared, stop, Proto::pick(mode, None), answer).await
+        }
         Some(acceptor) => {
             if let Some(tls) = tls::handshake(acceptor, stream, shared.config.header_timeout).await
             {
                 let proto = Proto::pick(mode, tls::negotiated_h2(&tls));
                 info.tls = Some(tls::info(&tls));
-                connection::serve(tls, info, shared, stop, proto).await;
+                connection::serve(tls, info, shared, stop, proto, answer).await;
             }
         }
     }
-    drop(open);
 }

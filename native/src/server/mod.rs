@@ -12,6 +12,7 @@ mod config;
 mod connection;
 mod exchange;
 mod fin_watch;
+mod full;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 mod h1_direct;
@@ -19,6 +20,7 @@ pub(crate) mod h1_wire;
 mod listener;
 mod proxy_read;
 mod reply_batch;
+mod room;
 mod runtime;
 mod sched;
 mod service;

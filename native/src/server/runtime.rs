@@ -78,6 +78,8 @@ pub struct Shared {
     /// Set when the listeners speak TLS.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
     pub dispatch: Box<dyn Dispatch>,
+    /// `--worker-connections`; `None`: no cap.
+    pub room: Option<Arc<super::room::Room>>,
     pub counters: Arc<Counters>,
     /// Set on a graceful stop: every response not yet sent says `Connection: close`.
     pub stopping: std::sync::atomic::AtomicBool,
@@ -121,6 +123,8 @@ impl Server {
         let shared = Arc::new(Shared {
             http: super::connection::Builders::new(&config),
             tls,
+            room: (config.max_connections > 0)
+                .then(|| super::room::Room::new(config.max_connections)),
             config,
             dispatch,
             counters: Arc::default(),

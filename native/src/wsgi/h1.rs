@@ -47,7 +47,7 @@ pub(super) async fn serve(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut c = Conn {
-        wire: Wire::new(io),
+        wire: Wire::new(io, &conn),
         environ: None,
     };
     let cfg = &shared.config;
