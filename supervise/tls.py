@@ -52,3 +52,18 @@ def create_ssl_context(cfg: Any) -> ssl.SSLContext:
             f"the ssl_context hook returned {type(context).__name__}, not an ssl.SSLContext"
         )
     return context
+
+
+def server_certificate(certfile: str | None) -> str | None:
+    """The first certificate of ``certfile`` in PEM: the one the server sends
+    (ASGI's tls extension's ``server_cert``; the chain's others follow it).
+    An ``ssl_context`` hook that loads another certificate is not seen here."""
+    if not certfile:
+        return None
+    with open(certfile, encoding="ascii", errors="replace") as f:
+        text = f.read()
+    begin = text.find("-----BEGIN CERTIFICATE-----")
+    end = text.find("-----END CERTIFICATE-----", begin)
+    if begin < 0 or end < 0:
+        return None
+    return text[begin : end + len("-----END CERTIFICATE-----")] + "\n"

@@ -488,6 +488,9 @@ def test_tls_scope_has_https_and_the_tls_extension(start_server, tls_pki, worker
     expected = ssl.PEM_cert_to_DER_cert(leaf + "-----END CERTIFICATE-----\n")
     assert ssl.PEM_cert_to_DER_cert(client) == expected
     assert tls["client_cert_error"] is None
+    # RFC 4514: the last RDN first, its specials escaped.
+    assert tls["client_cert_name"] == r"CN=client,O=Acme\, Inc.,C=FR"
+    assert tls["server_cert"] == (tls_pki / "server.pem").read_text()
     # Without a client certificate (optional here): an empty chain.
     status, _, body = https_get(server, client_context(tls_pki), "/scope")
     assert json.loads(body)["extensions"]["tls"]["client_cert_chain"] == []

@@ -27,11 +27,12 @@ def _openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
 
 
-def _issue(pki: Path, name: str, extensions: str) -> None:
-    """A P-256 key and a certificate for it signed by the test CA."""
+def _issue(pki: Path, name: str, extensions: str, subject: str = "") -> None:
+    """A P-256 key and a certificate for it signed by the test CA (subject:
+    openssl's form, /CN=NAME by default)."""
     _openssl(
         "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-        "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=pki,
+        "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", subject or f"/CN={name}", cwd=pki,
     )  # fmt: skip
     (pki / f"{name}.ext").write_text(
         extensions
@@ -62,7 +63,10 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "subjectAltName=DNS:localhost,IP:127.0.0.1\nkeyUsage=critical,digitalSignature\n"
         "extendedKeyUsage=serverAuth",
     )
-    _issue(pki, "client", "keyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth")
+    _issue(
+        pki, "client", "keyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth",
+        subject="/C=FR/O=Acme, Inc./CN=client",
+    )  # fmt: skip
     return pki
 
 

@@ -9,6 +9,7 @@ mod relay;
 pub(crate) mod rsgi;
 pub mod server;
 mod wsgi;
+mod x509_name;
 
 use pyo3::prelude::*;
 

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from supervise._native import RequestParser
 from supervise.http.proxy import ProxyRules
 from supervise.http.state import ServeState
+from supervise.tls import server_certificate
 
 _NEVER = float("inf")
 
@@ -62,6 +63,8 @@ class AsgiContext:
         self.limit_concurrency: int = cfg.limit_concurrency
         self.max_connections: int = cfg.worker_connections
         self.root_path: str = cfg.root_path or ""
+        # The tls extension's server_cert, read once.
+        self.server_cert = server_certificate(cfg.certfile) if is_tls else None
         self.proxy = ProxyRules(cfg)
         self.access_log = log.access_enabled
         # Every open connection, HTTP or WebSocket: the worker sweeps them every

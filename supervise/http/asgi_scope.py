@@ -9,6 +9,7 @@ from __future__ import annotations
 import ssl
 from typing import Any
 
+from supervise import _native
 from supervise.http.asgi_context import AsgiContext
 
 
@@ -43,15 +44,15 @@ class ConnectionInfo:
         }
         ssl_object = transport.get_extra_info("ssl_object")
         if ssl_object is not None:
-            self.extensions["tls"] = _tls_extension(ssl_object)
+            self.extensions["tls"] = _tls_extension(ssl_object, ctx.server_cert)
 
 
-def _tls_extension(ssl_object: ssl.SSLObject) -> dict[str, Any]:
+def _tls_extension(ssl_object: ssl.SSLObject, server_cert: str | None) -> dict[str, Any]:
     peer = ssl_object.getpeercert(binary_form=True)
     return {
-        "server_cert": None,
+        "server_cert": server_cert,
         "client_cert_chain": [ssl.DER_cert_to_PEM_cert(peer)] if peer else [],
-        "client_cert_name": None,
+        "client_cert_name": _native.certificate_subject(peer) if peer else None,
         "client_cert_error": None,
         "tls_version": _TLS_VERSIONS.get(ssl_object.version() or ""),
         "cipher_suite": _cipher_number(ssl_object),

@@ -32,6 +32,7 @@ from supervise.http import asgi_engine, asgi_engine_ws
 from supervise.http.asgi_lifespan import Lifespan
 from supervise.http.proxy import ProxyRules
 from supervise.http.wsgi_engine import wsgi_app
+from supervise.tls import server_certificate
 from supervise.workers.base import APP_LOAD_ERROR
 from supervise.workers.rsgi import RsgiWorker, prefer_batches
 
@@ -100,6 +101,7 @@ class NativeWorker(RsgiWorker):
             asgi=version,
             state=state,
             extensions=asgi_engine.EXTENSIONS,
+            server_cert=server_certificate(cfg.certfile) if cfg.is_ssl else None,
         )
         self.start_server(
             asgi=app,

@@ -30,12 +30,15 @@ pub struct AsgiApp {
     /// The same and `http.response.early_hint`, for requests on connections
     /// that can write a 103 (`Tracker::interim`).
     hinted_extensions: Py<PyDict>,
+    /// The tls extension's `server_cert` (PEM), read from the certfile once.
+    server_cert: Option<String>,
 }
 
 #[pymethods]
 impl AsgiApp {
     #[new]
-    #[pyo3(signature = (*, handler, ws_handler, root_path, asgi, state, extensions))]
+    #[pyo3(signature = (*, handler, ws_handler, root_path, asgi, state, extensions, server_cert = None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         handler: Py<PyAny>,
@@ -44,6 +47,7 @@ impl AsgiApp {
         asgi: Py<PyDict>,
         state: Py<PyDict>,
         extensions: Py<PyDict>,
+        server_cert: Option<String>,
     ) -> PyResult<Self> {
         let hinted = extensions.bind(py).copy()?;
         hinted.set_item("http.response.early_hint", PyDict::new(py))?;
@@ -55,6 +59,7 @@ impl AsgiApp {
             state,
             extensions,
             hinted_extensions: hinted.unbind(),
+            server_cert,
         })
     }
 }
@@ -83,7 +88,7 @@ impl AsgiApp {
             None => extensions.bind(py).clone(),
             Some(tls) => {
                 let with_tls = extensions.bind(py).copy()?;
-                with_tls.set_item("tls", tls_extension(py, tls)?)?;
+                with_tls.set_item("tls", tls_extension(py, tls, self.server_cert.as_deref())?)?;
                 with_tls
             }
         };
@@ -117,7 +122,7 @@ impl AsgiApp {
         let extensions = PyDict::new(py);
         extensions.set_item("websocket.http.response", PyDict::new(py))?;
         if let Some(tls) = &conn.tls {
-            extensions.set_item("tls", tls_extension(py, tls)?)?;
+            extensions.set_item("tls", tls_extension(py, tls, self.server_cert.as_deref())?)?;
         }
         scope.set_item(intern!(py, "extensions"), extensions)?;
         asgi_scope::fill(&scope, &HyperHead::new(head), &self.root_path, false, None)?;
@@ -146,10 +151,15 @@ impl AsgiApp {
 }
 
 /// ASGI's `tls` extension, as the asgi worker gives it: the client's chain in
-/// PEM (Python's own conversion, so both servers give the same text); no
-/// server certificate or client name (both optional in the spec), and no
-/// verification error: an unverified client certificate fails the handshake.
-fn tls_extension<'py>(py: Python<'py>, tls: &TlsInfo) -> PyResult<Bound<'py, PyDict>> {
+/// PEM (Python's own conversion, so both servers give the same text) and its
+/// subject (x509_name.rs, as in the asgi worker), the certfile's first
+/// certificate; no verification error: an unverified client certificate
+/// fails the handshake.
+fn tls_extension<'py>(
+    py: Python<'py>,
+    tls: &TlsInfo,
+    server_cert: Option<&str>,
+) -> PyResult<Bound<'py, PyDict>> {
     static TO_PEM: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     let to_pem = TO_PEM.import(py, "ssl", "DER_cert_to_PEM_cert")?;
     let chain = tls
@@ -159,9 +169,13 @@ fn tls_extension<'py>(py: Python<'py>, tls: &TlsInfo) -> PyResult<Bound<'py, PyD
         .collect::<PyResult<Vec<_>>>()?;
     let known = |n: u16| (n != 0).then_some(n);
     let extension = PyDict::new(py);
-    extension.set_item("server_cert", py.None())?;
+    extension.set_item("server_cert", server_cert)?;
     extension.set_item("client_cert_chain", chain)?;
-    extension.set_item("client_cert_name", py.None())?;
+    let name = tls
+        .client_chain
+        .first()
+        .and_then(|der| crate::x509_name::subject_text(der));
+    extension.set_item("client_cert_name", name)?;
     extension.set_item("client_cert_error", py.None())?;
     extension.set_item("tls_version", known(tls.version))?;
     extension.set_item("cipher_suite", known(tls.cipher_suite))?;

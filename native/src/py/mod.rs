@@ -1,4 +1,4 @@
-//! The Python face of `h1`, `proxy` and `relay`: thin conversions, nothing decided here.
+//! The Python face of `h1`, `proxy`, `relay` and `x509_name`: thin conversions, nothing decided here.
 
 pub(crate) mod asgi_scope;
 pub(crate) mod body_bytes;
@@ -31,5 +31,13 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<proxy::ProxyHeader>()?;
     m.add_function(wrap_pyfunction!(proxy::parse_proxy_header, m)?)?;
     m.add_class::<relay::Relay>()?;
+    m.add_function(wrap_pyfunction!(certificate_subject, m)?)?;
     Ok(())
+}
+
+/// A DER certificate's subject as RFC 4514 text (ASGI's `client_cert_name`
+/// in the asgi worker); `None` when it cannot be read.
+#[pyfunction]
+fn certificate_subject(der: &[u8]) -> Option<String> {
+    crate::x509_name::subject_text(der)
 }
