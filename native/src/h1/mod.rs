@@ -18,6 +18,6 @@ pub use head::{parse_request, RequestHead, Version};
 pub use limits::Limits;
 pub use response::{
     check_field, parse_status, reason_phrase, set_date_header, set_server_header, AppField,
-    ChunkSize, ResponseHead, ResponseHeadBuilder,
+    BodyFraming, ChunkSize, ResponseHead, ResponseHeadBuilder,
 };
 pub use target::TargetForm;

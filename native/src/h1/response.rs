@@ -170,32 +170,61 @@ pub fn check_field(name: &[u8], value: &[u8]) -> Result<AppField, &'static str> 
     })
 }
 
+/// How a response's body is delimited on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyFraming {
+    /// The response can carry none (HEAD, 1xx, 204, 304).
+    NoBody,
+    /// Exactly this many bytes: the Content-Length.
+    Length(u64),
+    /// The chunked coding (HTTP/1.1 without a length).
+    Chunked,
+    /// Until the connection closes (HTTP/1.0 without a length).
+    UntilClose,
+}
+
+impl BodyFraming {
+    /// The most body bytes that may go out; `None`: no bound.
+    pub fn limit(self) -> Option<u64> {
+        match self {
+            BodyFraming::NoBody => Some(0),
+            BodyFraming::Length(n) => Some(n),
+            BodyFraming::Chunked | BodyFraming::UntilClose => None,
+        }
+    }
+
+    /// The Python workers' `(content_length, chunked)`: -1 for no bound.
+    pub fn as_python(self) -> (i64, bool) {
+        let length = self.limit().map_or(-1, |n| n as i64);
+        (length, self == BodyFraming::Chunked)
+    }
+}
+
 /// What the caller must do with the body after writing `bytes`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResponseHead {
     pub bytes: Vec<u8>,
-    /// Body bytes to send: the app's Content-Length, 0 when the response can
-    /// carry no body (HEAD, 1xx, 204, 304), -1 when it is delimited by
-    /// chunked framing or by closing the connection.
-    pub content_length: i64,
-    pub chunked: bool,
+    pub framing: BodyFraming,
     pub keep_alive: bool,
 }
 
 impl ResponseHead {
+    pub fn chunked(&self) -> bool {
+        self.framing == BodyFraming::Chunked
+    }
+
     /// How much of a body of `len` bytes goes out: none where the response
     /// can carry none, never more than its Content-Length.
     pub fn body_bytes(&self, len: usize) -> usize {
-        match usize::try_from(self.content_length) {
-            Ok(max) => len.min(max),
-            Err(_) => len,
-        }
+        self.framing.limit().map_or(len, |max| {
+            len.min(usize::try_from(max).unwrap_or(usize::MAX))
+        })
     }
 
     /// Whether `sent` body bytes are all the head announced (always, for a
     /// body delimited by chunking or the close).
     pub fn complete(&self, sent: u64) -> bool {
-        u64::try_from(self.content_length).map_or(true, |n| n == sent)
+        self.framing.limit().is_none_or(|n| n == sent)
     }
 }
 
@@ -326,18 +355,18 @@ impl ResponseHeadBuilder {
                 self.content_length = Some(n);
             }
         }
-        let (content_length, chunked) = if !self.body_allowed {
-            (0, false)
+        let framing = if !self.body_allowed {
+            BodyFraming::NoBody
         } else if let Some(n) = self.content_length {
-            (n as i64, false)
+            BodyFraming::Length(n)
         } else if self.http11 {
             self.buf
                 .extend_from_slice(b"Transfer-Encoding: chunked\r\n");
-            (-1, true)
+            BodyFraming::Chunked
         } else {
             // HTTP/1.0 without a length: the end of the body is the close.
             self.keep_alive = false;
-            (-1, false)
+            BodyFraming::UntilClose
         };
         if !self.keep_alive {
             self.buf.extend_from_slice(b"Connection: close\r\n");
@@ -361,8 +390,7 @@ impl ResponseHeadBuilder {
         self.buf.extend_from_slice(b"\r\n");
         ResponseHead {
             bytes: self.buf,
-            content_length,
-            chunked,
+            framing,
             keep_alive: self.keep_alive,
         }
     }

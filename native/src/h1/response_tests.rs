@@ -30,10 +30,7 @@ fn content_length_response() {
     let t = text(&h);
     assert!(t.starts_with("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n"));
     assert!(t.contains("\r\nDate: ") && t.ends_with("\r\n\r\n"));
-    assert_eq!(
-        (h.content_length, h.chunked, h.keep_alive),
-        (5, false, true)
-    );
+    assert_eq!((h.framing, h.keep_alive), (BodyFraming::Length(5), true));
     assert!(!t.contains("Connection"));
 }
 
@@ -41,10 +38,7 @@ fn content_length_response() {
 fn chunked_when_no_length_on_11() {
     let h = head("200 OK", &[], true, true, false);
     assert!(text(&h).contains("Transfer-Encoding: chunked\r\n"));
-    assert_eq!(
-        (h.content_length, h.chunked, h.keep_alive),
-        (-1, true, true)
-    );
+    assert_eq!((h.framing, h.keep_alive), (BodyFraming::Chunked, true));
 }
 
 #[test]
@@ -52,10 +46,7 @@ fn close_when_no_length_on_10() {
     let h = head("200 OK", &[], false, true, false);
     assert!(text(&h).contains("Connection: close\r\n"));
     assert!(!text(&h).contains("Transfer-Encoding"));
-    assert_eq!(
-        (h.content_length, h.chunked, h.keep_alive),
-        (-1, false, false)
-    );
+    assert_eq!((h.framing, h.keep_alive), (BodyFraming::UntilClose, false));
     let h = head("200 OK", &[("Content-Length", "0")], false, true, false);
     assert!(text(&h).contains("Connection: keep-alive\r\n"));
     assert!(h.keep_alive);
@@ -70,12 +61,12 @@ fn no_body_statuses() {
         ("101 Switching Protocols", false),
     ] {
         let h = head(status, &[], true, true, is_head);
-        assert_eq!((h.content_length, h.chunked), (0, false), "{status}");
+        assert_eq!(h.framing, BodyFraming::NoBody, "{status}");
         assert!(!text(&h).contains("Transfer-Encoding"));
     }
     let h = head("200 OK", &[("Content-Length", "42")], true, true, true);
     assert!(text(&h).contains("Content-Length: 42\r\n"));
-    assert_eq!(h.content_length, 0);
+    assert_eq!(h.framing, BodyFraming::NoBody);
     let h = head(
         "204 No Content",
         &[("Content-Length", "0")],
@@ -148,19 +139,19 @@ fn validation() {
 fn known_body_length_becomes_content_length() {
     let b = ResponseHeadBuilder::new(b"200 OK", true, true, false).unwrap();
     let h = b.finish_with_length(Some(5));
-    assert_eq!((h.content_length, h.chunked), (5, false));
+    assert_eq!(h.framing, BodyFraming::Length(5));
     assert!(text(&h).contains("Content-Length: 5\r\n"));
     // The app's own length wins; no body (HEAD, 204) gets no length added.
     let mut b = ResponseHeadBuilder::new(b"200 OK", true, true, false).unwrap();
     b.header(b"Content-Length", b"7").unwrap();
     let h = b.finish_with_length(Some(5));
-    assert_eq!(h.content_length, 7);
+    assert_eq!(h.framing, BodyFraming::Length(7));
     assert_eq!(text(&h).matches("Content-Length").count(), 1);
     for (status, is_head) in [(&b"204 No Content"[..], false), (&b"200 OK"[..], true)] {
         let h = ResponseHeadBuilder::new(status, true, true, is_head)
             .unwrap()
             .finish_with_length(Some(5));
-        assert_eq!(h.content_length, 0);
+        assert_eq!(h.framing, BodyFraming::NoBody);
         assert!(!text(&h).contains("Content-Length"));
     }
 }
@@ -181,15 +172,20 @@ fn chunk_size_lines_are_lowercase_hex() {
 
 #[test]
 fn body_bytes_and_completeness_follow_the_announced_length() {
-    let head = |content_length| ResponseHead {
+    let head = |framing| ResponseHead {
         bytes: Vec::new(),
-        content_length,
-        chunked: false,
+        framing,
         keep_alive: true,
     };
-    assert_eq!(head(4).body_bytes(10), 4);
-    assert_eq!(head(0).body_bytes(10), 0);
-    assert_eq!(head(-1).body_bytes(10), 10);
-    assert!(head(4).complete(4) && !head(4).complete(3));
-    assert!(head(-1).complete(0) && head(-1).complete(7));
+    use BodyFraming::*;
+    assert_eq!(head(Length(4)).body_bytes(10), 4);
+    assert_eq!(head(NoBody).body_bytes(10), 0);
+    assert_eq!(head(Chunked).body_bytes(10), 10);
+    assert_eq!(head(UntilClose).body_bytes(10), 10);
+    assert!(head(Length(4)).complete(4) && !head(Length(4)).complete(3));
+    assert!(head(Chunked).complete(0) && head(UntilClose).complete(7));
+    assert_eq!(Length(3).as_python(), (3, false));
+    assert_eq!(NoBody.as_python(), (0, false));
+    assert_eq!(Chunked.as_python(), (-1, true));
+    assert_eq!(UntilClose.as_python(), (-1, false));
 }

@@ -115,10 +115,11 @@ fn into_python(
     body_length: i64,
 ) -> (Bound<'_, PyBytes>, i64, bool, bool) {
     let head = b.finish_with_length(u64::try_from(body_length).ok());
+    let (content_length, chunked) = head.framing.as_python();
     (
         PyBytes::new(py, &head.bytes),
-        head.content_length,
-        head.chunked,
+        content_length,
+        chunked,
         head.keep_alive,
     )
 }

@@ -262,11 +262,11 @@ async fn write_reply<I: Io>(
                 return server_error(w).await;
             };
             let n = head.body_bytes(body.len());
-            let ok = if head.chunked && n > 0 {
+            let ok = if head.chunked() && n > 0 {
                 let size = ChunkSize::new(n);
                 w.write([&head.bytes, size.as_bytes(), &body[..n], b"\r\n0\r\n\r\n"])
                     .await
-            } else if head.chunked {
+            } else if head.chunked() {
                 w.write([&head.bytes, b"0\r\n\r\n"]).await
             } else {
                 w.write([&head.bytes, &body[..n]]).await
@@ -343,13 +343,13 @@ async fn write_stream<I: Io>(
 ) -> bool {
     let mut pending = std::mem::take(&mut head.bytes);
     let mut sent = 0u64;
-    let mut left = u64::try_from(head.content_length).ok();
+    let mut left = head.framing.limit();
     while let Some(chunk) = chunks.recv().await {
         let n = left.map_or(chunk.len(), |l| (l as usize).min(chunk.len()));
         if n == 0 {
             continue; // no body allowed, or all of it sent: the rest is dropped
         }
-        let written = if head.chunked {
+        let written = if head.chunked() {
             let size = ChunkSize::new(n);
             w.write([&pending, size.as_bytes(), &chunk[..n], b"\r\n"])
                 .await
@@ -377,7 +377,7 @@ async fn write_stream<I: Io>(
         let _ = w.write([&pending]).await;
         return false;
     }
-    if head.chunked {
+    if head.chunked() {
         pending.extend_from_slice(b"0\r\n");
         for (name, value) in trailers.iter().flatten() {
             pending.extend_from_slice(name.as_str().as_bytes());

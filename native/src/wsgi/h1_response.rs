@@ -53,10 +53,10 @@ pub(super) async fn write_block(
     framed: &ResponseHead,
     block: &[u8],
 ) -> io::Result<()> {
-    if block.is_empty() || framed.content_length == 0 {
+    if block.is_empty() || framed.framing.limit() == Some(0) {
         return Ok(());
     }
-    if framed.chunked {
+    if framed.chunked() {
         let size = ChunkSize::new(block.len());
         c.write([size.as_bytes(), block, b"\r\n"]).await
     } else {
@@ -74,7 +74,7 @@ pub(super) async fn stream(
     mut pump: Pump,
     first: Bytes,
 ) -> bool {
-    let mut left = u64::try_from(framed.content_length).ok();
+    let mut left = framed.framing.limit();
     let mut sent = 0u64;
     let mut ok = c.write([&framed.bytes]).await.is_ok();
     let mut block = Some(first);
@@ -105,7 +105,7 @@ pub(super) async fn stream(
             }
         }
     }
-    if complete && framed.chunked {
+    if complete && framed.chunked() {
         complete = c.write([b"0\r\n\r\n"]).await.is_ok();
     }
     Python::attach(|py| {
@@ -126,7 +126,7 @@ pub(super) async fn send_file(
     len: u64,
 ) -> io::Result<u64> {
     use std::io::Read;
-    let mut left = u64::try_from(framed.content_length).map_or(len, |n| len.min(n));
+    let mut left = framed.framing.limit().map_or(len, |n| len.min(n));
     let mut buf = vec![0u8; (left as usize).clamp(1, FILE_CHUNK)];
     let first = (left as usize).min(buf.len());
     let n = file.read(&mut buf[..first])?;
