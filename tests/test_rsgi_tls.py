@@ -11,12 +11,14 @@ from __future__ import annotations
 import re
 import socket
 import ssl
+import threading
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 import trustme
+from conftest import wait_until
 from cryptography.hazmat.primitives import serialization
 from h2_client import H2Client
 
@@ -70,10 +72,10 @@ def rsgi_tls(start_server, pki):
     """Start `supervise -k rsgi` with the server certificate, plus ARGS; returns
     once it answers over TLS."""
 
-    def start(*args: str, app: str = APP, cert: bool = True):
+    def start(*args: str, app: str = APP, cert: bool = True, **options):
         server = start_server(
             "-k", "rsgi", "--certfile", str(pki / "server.pem"),
-            "--keyfile", str(pki / "server.key"), *args, app, wait=False,
+            "--keyfile", str(pki / "server.key"), *args, app, wait=False, **options,
         )  # fmt: skip
         ctx = client_context(pki, cert=cert)
         deadline = time.monotonic() + 20
@@ -116,6 +118,25 @@ def test_http1_over_tls(rsgi_tls, pki):
         assert (r.json()["scheme"], r.json()["http_version"]) == ("https", "1.1")
         payload = b"0123456789abcdef" * 40_000  # many TLS records both ways
         assert client.post(url(server, "/echo"), content=payload).content == payload
+
+
+def test_a_full_worker_answers_503_over_tls(rsgi_tls, pki, marks):
+    """At --worker-connections with every connection in a request, the
+    newcomer's handshake still completes and its 503 comes encrypted."""
+    server = rsgi_tls("--worker-connections", "1", env={"RSGI_MARKS": str(marks)})
+    with httpx.Client(verify=client_context(pki), timeout=15) as busy:
+        slow = threading.Thread(target=lambda: busy.get(url(server, "/sleep?s=2")))
+        slow.start()
+        try:
+            wait_until(lambda: (marks / "sleeping").exists())
+            with httpx.Client(verify=client_context(pki), timeout=15) as client:
+                r = client.get(url(server, "/text"))
+            assert (r.status_code, r.text) == (
+                503,
+                "503 Service Unavailable\nToo many connections\n",
+            )
+        finally:
+            slow.join(10)
 
 
 def test_bodies_over_h2_and_tls(rsgi_tls, pki, tmp_path):
