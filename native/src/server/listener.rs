@@ -155,11 +155,8 @@ async fn run<T>(
         Admission::Full => serve(stream, info, peer, shared.clone(), stop, Answer::TooMany).await,
         Admission::Seated(held) => {
             info.seat = Some(held.seat.clone());
-            tokio::select! {
-                biased;
-                () = held.seat.evicted() => {}
-                () = serve(stream, info, peer, shared.clone(), stop, Answer::Serve) => {}
-            }
+            let connection = serve(stream, info, peer, shared.clone(), stop, Answer::Serve);
+            held.seat.hold(connection).await;
         }
     }
     drop(open);

@@ -13,11 +13,13 @@
 //! connection told to go is dropped by its task (listener.rs) while it is
 //! waiting, so no request is ever cut by the rule.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use tokio::sync::Notify;
 use tokio::time::Instant;
 
 /// In a request (or on hyper): never chosen.
@@ -45,7 +47,8 @@ pub struct Seat {
     state: AtomicU64,
     /// Where the seat is in `Room::seats`; changed only under its lock.
     index: AtomicUsize,
-    gone: Notify,
+    /// The connection task's waker, to end it when its seat is given away.
+    task: Mutex<Option<Waker>>,
     base: Instant,
 }
 
@@ -87,7 +90,7 @@ impl Room {
         let seat = Arc::new(Seat {
             state: AtomicU64::new(BUSY),
             index: AtomicUsize::new(GONE),
-            gone: Notify::new(),
+            task: Mutex::new(None),
             base: self.base,
         });
         seat.wait(first);
@@ -124,7 +127,10 @@ fn evict_one(seats: &mut Vec<Arc<Seat>>) -> bool {
         if won {
             let victim = victim.clone();
             remove(seats, &victim);
-            victim.gone.notify_one();
+            let task = victim.task.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(task) = task {
+                task.wake();
+            }
             return true;
         }
     }
@@ -182,9 +188,48 @@ impl Seat {
         }
     }
 
-    /// Resolves once the seat was given to a newer connection.
-    pub async fn evicted(&self) {
-        self.gone.notified().await;
+    /// `connection` until it ends or the seat goes to a newer connection.
+    pub fn hold<F: Future<Output = ()>>(&self, connection: F) -> SeatedConnection<'_, F> {
+        SeatedConnection {
+            seat: self,
+            connection,
+            registered: false,
+        }
+    }
+
+    fn evicted(&self) -> bool {
+        self.state.load(Ordering::Acquire) == EVICTED
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A connection that ends when its seat is given away. Each poll costs
+    /// one atomic load: the task's waker is kept once, at the first poll,
+    /// since it is the root future of its task and a task's waker does not
+    /// change (a `Notify` would take its lock at every wake of the task,
+    /// several per request).
+    pub struct SeatedConnection<'a, F> {
+        seat: &'a Seat,
+        #[pin]
+        connection: F,
+        registered: bool,
+    }
+}
+
+impl<F: Future<Output = ()>> Future for SeatedConnection<'_, F> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.project();
+        if !*this.registered {
+            *this.seat.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
+            *this.registered = true;
+        }
+        // After the waker is kept: an eviction either sees it or is seen here.
+        if this.seat.evicted() {
+            return Poll::Ready(());
+        }
+        this.connection.poll(cx)
     }
 }
 
@@ -205,13 +250,28 @@ mod tests {
         let late = seated(&room, Some(Duration::from_secs(20)));
         let soon = seated(&room, Some(Duration::from_secs(5)));
         let new = seated(&room, Some(Duration::from_secs(10)));
-        tokio::time::timeout(Duration::from_secs(1), soon.seat.evicted())
+        let pending = soon.seat.hold(std::future::pending());
+        tokio::time::timeout(Duration::from_secs(1), pending)
             .await
             .expect("the nearest deadline goes");
         assert!(!soon.seat.busy() && !soon.seat.wait(None));
         assert!(late.seat.busy() && new.seat.wait(None));
         drop(soon); // its seat was already taken: no second removal
         assert_eq!(room.seats.lock().unwrap().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn an_eviction_wakes_the_connection_it_ends() {
+        let room = Room::new(1);
+        let first = seated(&room, Some(Duration::from_secs(5)));
+        let seat = first.seat.clone();
+        let connection = tokio::spawn(async move { seat.hold(std::future::pending()).await });
+        tokio::task::yield_now().await; // its first poll: the waker is kept
+        let _second = seated(&room, None);
+        tokio::time::timeout(Duration::from_secs(1), connection)
+            .await
+            .expect("woken by the eviction")
+            .unwrap();
     }
 
     #[tokio::test]
