@@ -129,8 +129,10 @@ def _run_server(point: Point, server: Server, ctx: Context, entry: dict, rnd: in
         entry["memory_idle"] = _min_memory(entry["memory_idle"], idle)
         base = f"http://{HOST}:{port}"
         if ctx.warmup > 0:
-            loadgen.run(base, scenario, max(ctx.levels), ctx.warmup, load_cpus, venv.python)
-        for level in ctx.levels:
+            loadgen.run(
+                base, scenario, max(scenario.levels(ctx.levels)), ctx.warmup, load_cpus, venv.python
+            )
+        for level in scenario.levels(ctx.levels):
             sampler = procs.MemorySampler(proc.pid)
             sampler.start()
             load = loadgen.run(base, scenario, level, ctx.duration, load_cpus, venv.python)
