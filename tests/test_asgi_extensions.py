@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from conftest import read_until_closed
 from h2_client import H2Client
 from test_asgi import APP, raw_exchange, url
 
@@ -65,6 +66,18 @@ def test_trailers_over_http2(start_server):
     assert stream.headers[":status"] == "200"
     assert stream.body == b"data"
     assert stream.headers["x-checksum"] == "abc" and stream.headers["x-count"] == "2"
+
+
+def test_early_hint_leaves_while_the_app_still_works(asgi):
+    server = asgi()
+    with server.connect(timeout=10) as sock:
+        sock.sendall(b"GET /early-hint?wait=3 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        # Within the app's 3 s wait: the 103 is out, the response is not.
+        sock.settimeout(2)
+        first = sock.recv(65536)
+        assert first.startswith(b"HTTP/1.1 103 Early Hints\r\n") and b" 200 " not in first
+        sock.settimeout(10)
+        assert read_until_closed(sock).startswith(b"HTTP/1.1 200 OK")
 
 
 def test_early_hint_is_dropped_for_http10(asgi):

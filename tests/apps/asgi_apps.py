@@ -227,6 +227,7 @@ async def trailers(scope, receive, send, query):
 async def early_hint(scope, receive, send, query):
     links = [b"</style.css>; rel=preload; as=style"]
     await send({"type": "http.response.early_hint", "links": links})
+    await asyncio.sleep(float(query.get("wait", "0")))
     await _respond(send, b"after the hint")
 
 

@@ -286,7 +286,12 @@ pub struct Tracker {
 #[derive(Default)]
 pub struct Interim {
     queued: Mutex<Vec<Bytes>>,
-    ready: tokio::sync::Notify,
+    /// Set by `push`, cleared by `ready`.
+    pending: AtomicBool,
+    /// The connection's task while it waits for the reply. Not a `Notify`:
+    /// that takes its lock to register and again to drop, for every ASGI
+    /// request on HTTP/1.1, hints or not.
+    waiter: futures_util::task::AtomicWaker,
 }
 
 impl Interim {
@@ -295,16 +300,35 @@ impl Interim {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(head);
-        self.ready.notify_one();
+        self.pending.store(true, Ordering::Release);
+        self.waiter.wake();
     }
 
-    /// Waits for a response to be queued (or one queued since the last take).
+    /// Waits for a response to be queued (or one queued since the last wait).
     pub async fn ready(&self) {
-        self.ready.notified().await;
+        std::future::poll_fn(|cx| {
+            if self.pending.swap(false, Ordering::AcqRel) {
+                return std::task::Poll::Ready(());
+            }
+            self.waiter.register(cx.waker());
+            // Pushed between the first look and the registration.
+            if self.pending.swap(false, Ordering::AcqRel) {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+        .await
     }
 
     pub fn take(&self) -> Vec<Bytes> {
         std::mem::take(&mut *self.queued.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Whether something was pushed since the last wait: each wait is
+    /// followed by a `take`, and a push sets the flag after its item is in.
+    pub fn has_pending(&self) -> bool {
+        self.pending.load(Ordering::Acquire)
     }
 }
 

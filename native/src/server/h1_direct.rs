@@ -170,7 +170,7 @@ async fn exchange<I: Io>(
             }
         },
     };
-    if let Some(interim) = tracker.interim.as_ref() {
+    if let Some(interim) = tracker.interim.as_ref().filter(|i| i.has_pending()) {
         // Queued just before the reply came: they still go first.
         write_interim(w, interim).await;
     }
