@@ -139,22 +139,25 @@ const NAMES: [(&[u8], &str); 9] = [
 ];
 
 fn attribute(oid: &[u8], value: &Element<'_>) -> Option<String> {
-    let named = NAMES.iter().find(|(known, _)| *known == oid);
-    let text = named.and_then(|_| string(value));
-    let mut out = match named {
-        Some((_, name)) if text.is_some() => format!("{name}="),
-        _ => format!("{}=", dotted(oid)?),
-    };
-    match text {
-        Some(text) if named.is_some() => escape(&text, &mut out),
+    let name = NAMES
+        .iter()
+        .find(|(known, _)| *known == oid)
+        .map(|(_, n)| *n);
+    match (name, string(value)) {
+        (Some(name), Some(text)) => {
+            let mut out = format!("{name}=");
+            escape(&text, &mut out);
+            Some(out)
+        }
+        // Unnamed, or a value with no text form: the OID and the DER in hex.
         _ => {
-            out.push('#');
+            let mut out = format!("{}=#", dotted(oid)?);
             for byte in value.encoded {
                 let _ = write!(out, "{byte:02x}");
             }
+            Some(out)
         }
     }
-    Some(out)
 }
 
 /// The value of a string type as text.

@@ -159,7 +159,7 @@ pub async fn serve<T>(
         }
     };
     if answer == Answer::TooMany {
-        return super::full::refuse(Prefixed::new(prefix, stream), h2, &shared).await;
+        return super::full::refuse(Prefixed::new(prefix, stream), h2, &conn, &shared).await;
     }
     if h2 {
         conn.set_h2();

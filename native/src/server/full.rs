@@ -11,38 +11,27 @@ use std::time::Duration;
 use hyper::service::service_fn;
 use hyper::{Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Notify;
 
 use super::body::ResponseBody;
+use super::exchange::ConnInfo;
 use super::h1_direct::Io;
-use super::h1_wire::error_bytes;
+use super::h1_wire::Wire;
 use super::runtime::Shared;
 
 const REASON: &str = "Too many connections";
-/// How long the refused client has to send its request (HTTP/2) or may go
-/// on sending after the answer (HTTP/1.1: closing with unread input resets
-/// the connection under it).
+/// How long the refused HTTP/2 client has to send its request.
 const LINGER: Duration = Duration::from_millis(1000);
 
-pub(super) async fn refuse<I: Io>(io: I, h2: bool, shared: &Shared) {
+pub(super) async fn refuse<I: Io>(io: I, h2: bool, conn: &ConnInfo, shared: &Shared) {
     if h2 {
         refuse_h2(io, shared).await;
     } else {
-        refuse_h1(io).await;
+        // The HTTP/1.1 loops' own refusal: the answer, then the linger.
+        let mut wire = Wire::new(io, conn);
+        wire.refuse(503, REASON, true).await;
+        wire.close(true).await;
     }
-}
-
-async fn refuse_h1<I: Io>(mut io: I) {
-    if io.write_all(&error_bytes(503, REASON, true)).await.is_err() {
-        return;
-    }
-    let _ = io.shutdown().await;
-    let _ = tokio::time::timeout(LINGER, async {
-        let mut sink = [0u8; 4096];
-        while matches!(io.read(&mut sink).await, Ok(n) if n > 0) {}
-    })
-    .await;
 }
 
 /// The streams the client opened before our GOAWAY get the 503. GOAWAY

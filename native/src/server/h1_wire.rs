@@ -84,8 +84,13 @@ impl<I: AsyncRead + AsyncWrite + Unpin + Send> Wire<I> {
     }
 
     /// False once the seat went to a newer connection.
-    fn seat_waits(&self, limit: Option<Duration>) -> bool {
-        self.seat.as_ref().is_none_or(|seat| seat.wait(limit))
+    fn seat_waits(&self, deadline: Option<Instant>) -> bool {
+        self.seat.as_ref().is_none_or(|seat| seat.wait(deadline))
+    }
+
+    /// False once the seat went to a newer connection.
+    fn seat_busy(&self) -> bool {
+        self.seat.as_ref().is_none_or(|seat| seat.busy())
     }
 
     /// The stream and what was read from it but not consumed, for whoever
@@ -116,21 +121,21 @@ impl<I: AsyncRead + AsyncWrite + Unpin + Send> Wire<I> {
         } else {
             cfg.header_timeout.or(cfg.keepalive)
         };
-        self.seat_waits(idle) && self.wait_for_request(idle, stop).await
-    }
-
-    async fn wait_for_request(
-        &mut self,
-        idle: Option<Duration>,
-        stop: &mut watch::Receiver<bool>,
-    ) -> bool {
         if !self.buf.is_empty() {
-            return true;
+            return true; // pipelined: already here
         }
         if self.eof {
             return false;
         }
-        let mut limit = idle.map(|d| Instant::now() + d);
+        let limit = idle.map(|d| Instant::now() + d);
+        self.seat_waits(limit) && self.wait_for_request(limit, stop).await
+    }
+
+    async fn wait_for_request(
+        &mut self,
+        mut limit: Option<Instant>,
+        stop: &mut watch::Receiver<bool>,
+    ) -> bool {
         let mut stopping = *stop.borrow();
         loop {
             if stopping {
@@ -159,14 +164,12 @@ impl<I: AsyncRead + AsyncWrite + Unpin + Send> Wire<I> {
         let cfg = &shared.config;
         let limits = cfg.limits();
         let deadline = cfg.header_timeout.map(|d| Instant::now() + d);
-        if !self.seat_waits(cfg.header_timeout) {
+        if !self.seat_waits(deadline) {
             return Err(Stop::Close);
         }
         loop {
             match parse_request(&self.buf, &limits) {
-                Ok(Some(parsed)) if self.seat.as_ref().is_none_or(|s| s.busy()) => {
-                    return Ok(parsed)
-                }
+                Ok(Some(parsed)) if self.seat_busy() => return Ok(parsed),
                 Ok(Some(_)) => return Err(Stop::Close), // its seat went to a newer connection
                 Ok(None) => {}
                 Err(ParseError { status, reason }) => {

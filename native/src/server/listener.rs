@@ -113,9 +113,9 @@ fn accept_loop<A: Accept>(listener: A, shared: Arc<Shared>, stop: watch::Receive
         loop {
             tokio::select! {
                 accepted = listener.accept(shared.config.scheme) => match accepted {
-                    Ok((stream, info, peer)) => {
+                    Ok(accepted) => {
                         let open = shared.counters.connection();
-                        tokio::spawn(run(stream, info, peer, shared.clone(), stop.clone(), open));
+                        tokio::spawn(run(accepted, shared.clone(), stop.clone(), open));
                     }
                     Err(e) => pause(&e).await,
                 },
@@ -135,28 +135,26 @@ async fn pause(err: &io::Error) {
 /// One connection, counted (by `open`) from its accept until it ends, its
 /// PROXY header and TLS handshake included; under `--worker-connections`
 /// from its seat (room.rs), and dropped when its seat goes to a newer one.
-async fn run<T>(
-    stream: T,
-    mut info: ConnInfo,
-    peer: Option<IpAddr>,
+async fn run<S>(
+    mut accepted: Accepted<S>,
     shared: Arc<Shared>,
     stop: watch::Receiver<bool>,
     open: Held,
 ) where
-    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let Some(room) = shared.room.clone() else {
-        serve(stream, info, peer, shared, stop, Answer::Serve).await;
+        serve(accepted, shared, stop, Answer::Serve).await;
         drop(open);
         return;
     };
     let cfg = &shared.config;
     match room.admit(cfg.header_timeout.or(cfg.keepalive)) {
-        Admission::Full => serve(stream, info, peer, shared.clone(), stop, Answer::TooMany).await,
-        Admission::Seated(held) => {
-            info.seat = Some(held.seat.clone());
-            let connection = serve(stream, info, peer, shared.clone(), stop, Answer::Serve);
-            held.seat.hold(connection).await;
+        Admission::Full => serve(accepted, shared.clone(), stop, Answer::TooMany).await,
+        Admission::Seated(ticket) => {
+            accepted.1.seat = Some(ticket.seat.clone());
+            let connection = serve(accepted, shared.clone(), stop, Answer::Serve);
+            ticket.seat.hold(connection).await;
         }
     }
     drop(open);
@@ -164,15 +162,13 @@ async fn run<T>(
 
 /// The PROXY header if one is owed, the TLS handshake if the listeners
 /// speak TLS, then the connection's protocol.
-async fn serve<T>(
-    mut stream: T,
-    mut info: ConnInfo,
-    peer: Option<IpAddr>,
+async fn serve<S>(
+    (mut stream, mut info, peer): Accepted<S>,
     shared: Arc<Shared>,
     stop: watch::Receiver<bool>,
     answer: Answer,
 ) where
-    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     // Always wrapped, so that one instance of the server's code serves both
     // settings; with nothing to hand back a read costs one length check.

@@ -62,13 +62,13 @@ pub enum Answer {
 
 /// What a new connection gets.
 pub enum Admission {
-    Seated(Held),
+    Seated(Ticket),
     /// Every seat is in a request.
     Full,
 }
 
 /// A seat, given back when the connection ends.
-pub struct Held {
+pub struct Ticket {
     room: Arc<Room>,
     pub seat: Arc<Seat>,
 }
@@ -93,14 +93,14 @@ impl Room {
             task: Mutex::new(None),
             base: self.base,
         });
-        seat.wait(first);
+        seat.wait(first.map(|d| Instant::now() + d));
         let mut seats = self.seats.lock().unwrap_or_else(|e| e.into_inner());
         if seats.len() >= self.max && !evict_one(&mut seats) {
             return Admission::Full;
         }
         seat.index.store(seats.len(), Ordering::Relaxed);
         seats.push(seat.clone());
-        Admission::Seated(Held {
+        Admission::Seated(Ticket {
             room: self.clone(),
             seat,
         })
@@ -148,7 +148,7 @@ fn remove(seats: &mut Vec<Arc<Seat>>, seat: &Seat) {
     }
 }
 
-impl Drop for Held {
+impl Drop for Ticket {
     fn drop(&mut self) {
         let mut seats = self.room.seats.lock().unwrap_or_else(|e| e.into_inner());
         remove(&mut seats, &self.seat);
@@ -156,11 +156,11 @@ impl Drop for Held {
 }
 
 impl Seat {
-    /// Waiting for a request (or the rest of its head) until `limit` from
-    /// now; false once the seat was given away.
-    pub fn wait(&self, limit: Option<Duration>) -> bool {
-        let until = match limit {
-            Some(d) => (Instant::now() + d - self.base).as_millis() as u64 + 1,
+    /// Waiting for a request (or the rest of its head) until `deadline`;
+    /// false once the seat was given away.
+    pub fn wait(&self, deadline: Option<Instant>) -> bool {
+        let until = match deadline {
+            Some(at) => (at - self.base).as_millis() as u64 + 1,
             None => NO_DEADLINE,
         };
         self.set(until.min(NO_DEADLINE))
@@ -237,7 +237,7 @@ impl<F: Future<Output = ()>> Future for SeatedConnection<'_, F> {
 mod tests {
     use super::*;
 
-    fn seated(room: &Arc<Room>, first: Option<Duration>) -> Held {
+    fn seated(room: &Arc<Room>, first: Option<Duration>) -> Ticket {
         match room.admit(first) {
             Admission::Seated(held) => held,
             Admission::Full => panic!("no seat"),
