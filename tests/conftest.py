@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.parse
 from collections.abc import Callable, Iterator
 from importlib.util import find_spec
 from pathlib import Path
@@ -67,32 +66,6 @@ def read_until_closed(sock: socket.socket) -> bytes:
         while chunk := sock.recv(65536):
             chunks.append(chunk)
     return b"".join(chunks)
-
-
-def seen_target(target: str, echoed: dict) -> str:
-    """The request-target an echo app can report: all of it through WSGI (RAW_URI);
-    through ASGI and RSGI, which have no raw target, its origin form without a fragment."""
-    if echoed.get("interface") not in ("asgi", "rsgi"):
-        return target
-    target = target.split("#", 1)[0]
-    if target == "*":
-        return target
-    if target.startswith("/"):
-        return _decoded_origin(target) if echoed.get("interface") == "rsgi" else target
-    scheme, sep, rest = target.partition("://")
-    if not sep or "/" in scheme:
-        return ""  # authority form (CONNECT): nothing reaches an ASGI app
-    cut = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
-    origin = rest[cut:]
-    origin = origin if origin.startswith("/") else "/" + origin
-    return _decoded_origin(origin) if echoed.get("interface") == "rsgi" else origin
-
-
-def _decoded_origin(origin: str) -> str:
-    """RSGI's view of an origin-form target: percent-decoded path (UTF-8), raw query."""
-    path, sep, query = origin.partition("?")
-    raw = urllib.parse.unquote_to_bytes(path.encode("latin-1"))
-    return raw.decode("utf-8", "replace") + sep + query
 
 
 def wait_until(predicate: Callable[[], object], timeout: float = 15.0, interval: float = 0.05):

@@ -9,14 +9,12 @@ answers a smuggled second request.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 
+import http1_corpus
 import pytest
-from conftest import SHARED_DIR, Server, seen_target
-from test_raw_requests import HTTP_WORKERS, Response, exchange, serve_echo, split_responses
+from conftest import SHARED_DIR, Server
+from test_raw_requests import HTTP_WORKERS, serve_echo
 
 CORPORA = SHARED_DIR / "conformance" / "http1"
 
@@ -36,74 +34,6 @@ MIN_PASSES = {
     "smuggler-default": 134,
 }
 
-# Paths of the second request the smuggling cases hide in a body.
-SMUGGLED = re.compile(r"smuggled|pwned|bad_path|evil")
-
-
-@dataclass
-class Case:
-    name: str
-    raw: bytes
-    expect: str
-    parsed: list[dict]
-
-
-def load(folder: str) -> list[Case]:
-    cases = []
-    for meta_path in sorted((CORPORA / folder).glob("*.json")):
-        meta = json.loads(meta_path.read_text())
-        if meta.get("cfg"):
-            continue
-        raw = meta_path.with_suffix(".raw").read_bytes()
-        cases.append(Case(meta_path.stem, raw, meta["expect"], meta.get("parsed") or []))
-    return cases
-
-
-def hostless_http11(raw: bytes) -> bool:
-    """RFC 9112 3.2: such a request must get 400, so a 400 is right for it."""
-    head = raw.lstrip(b"\r\n").split(b"\r\n\r\n", 1)[0]
-    lines = head.split(b"\r\n")
-    return lines[0].endswith(b"HTTP/1.1") and not any(
-        line.lower().startswith(b"host:") for line in lines[1:]
-    )
-
-
-def echoed(resp: Response) -> dict:
-    """What the echo app saw: its body, or its x-echo header where the answer
-    has no content (2xx to CONNECT)."""
-    try:
-        return json.loads(resp[2] or resp[1].get("x-echo", ""))
-    except ValueError:
-        return {}
-
-
-def judge(case: Case, responses: list[Response]) -> str | None:
-    """None when the server did what the case expects, else why not."""
-    statuses = [r[0] for r in responses]
-    ok = [s for s in statuses if 200 <= s < 300]
-    if case.expect == "accept":
-        if not statuses:
-            return "closed without an answer"
-        if statuses[0] == 400 and hostless_http11(case.raw):
-            return None
-        if not 200 <= statuses[0] < 400:
-            return f"answered {statuses[0]}"
-        heads = case.raw.lstrip(b"\r\n").split(b"\r\n\r\n")
-        for i, (want, resp) in enumerate(zip(case.parsed, responses, strict=False)):
-            if i and resp[0] == 400 and i < len(heads) and hostless_http11(heads[i]):
-                continue  # a keep-alive worker reached a later hostless request: 400 is right
-            seen = echoed(resp)
-            got = {k: seen.get(k) for k in ("method", "uri", "body_len")}
-            uri = seen_target(want["uri"], seen)
-            if got != {"method": want["method"], "uri": uri, "body_len": want["body_len"]}:
-                return f"app saw {got}, expected {want}"
-        return None
-    if case.expect in ("reject", "incomplete"):
-        return f"answered {ok[0]}" if ok else None
-    if case.expect == "no-second":
-        return f"{len(responses)} responses" if len(responses) > 1 else None
-    return None  # "any": only the universal rules apply
-
 
 @pytest.fixture(scope="module", params=HTTP_WORKERS)
 def echo_server(request: pytest.FixtureRequest, tmp_path_factory) -> Iterator[Server]:
@@ -113,29 +43,16 @@ def echo_server(request: pytest.FixtureRequest, tmp_path_factory) -> Iterator[Se
 
 @pytest.mark.parametrize("folder", sorted(MIN_PASSES))
 def test_corpus(echo_server: Server, folder: str) -> None:
-    cases = load(folder)
+    cases = http1_corpus.load(CORPORA, folder)
     assert cases, f"no cases in {CORPORA / folder}"
-    misses: dict[str, str] = {}
-    violations: dict[str, str] = {}
-    for case in cases:
-        data, closed = exchange(echo_server, case.raw)
-        responses = split_responses(data)
-        if not closed:
-            violations[case.name] = "no answer and no close (hang)"
-        smuggled = [r for r in responses if SMUGGLED.search(str(echoed(r).get("uri", "")))]
-        if smuggled:
-            violations[case.name] = f"answered the smuggled request {echoed(smuggled[0])}"
-        why = judge(case, responses)
-        if why:
-            misses[case.name] = why
-    assert not violations, violations
-    passed = len(cases) - len(misses)
-    report = "\n".join(f"  {name}: {why}" for name, why in sorted(misses.items()))
+    result = http1_corpus.replay(echo_server.connect, folder, cases)
+    assert not result.violations, result.violations
+    report = "\n".join(f"  {name}: {why}" for name, why in sorted(result.misses.items()))
     floor = MIN_PASSES[folder]
-    assert passed >= floor, f"{passed}/{len(cases)} right; misses:\n{report}"
+    assert result.passed >= floor, f"{result.passed}/{result.total} right; misses:\n{report}"
     assert echo_server.workers() == echo_server.boot_workers  # type: ignore[attr-defined]
 
 
 def test_tables_match_the_corpora() -> None:
     """A new folder in the corpora gets a minimum here instead of being ignored."""
-    assert {p.name for p in CORPORA.iterdir() if p.is_dir()} == set(MIN_PASSES)
+    assert set(http1_corpus.folders(CORPORA)) == set(MIN_PASSES)

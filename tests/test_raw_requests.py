@@ -7,20 +7,20 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+import http1_corpus
 import pytest
 from conftest import (
     WSGI_WORKERS,
     Server,
     interface_of,
     launch,
-    seen_target,
     shutdown,
     worker_params,
 )
+from http1_corpus import seen_target, split_responses
 from test_chunked_decoder import INVALID_CHUNKED
 from test_parser import INVALID_REQUESTS, VALID_REQUESTS, ids
 
@@ -30,9 +30,6 @@ from supervise import _native
 HTTP_WORKERS = WSGI_WORKERS + worker_params("asgi") + worker_params("rsgi")
 ECHO_APPS = {"wsgi": "app", "asgi": "asgi_app", "rsgi": "rsgi_app"}
 READ_TIMEOUT = 5.0
-
-
-Response = tuple[int, dict[str, str], bytes]
 
 
 @contextlib.contextmanager
@@ -58,57 +55,9 @@ def echo_server(request: pytest.FixtureRequest, tmp_path_factory) -> Iterator[Se
         yield server
 
 
-def split_responses(data: bytes) -> list[Response]:
-    """Every complete response in `data` (status, lower-case headers, body)."""
-    out: list[Response] = []
-    while data:
-        end = data.find(b"\r\n\r\n")
-        if end < 0 or not data.startswith(b"HTTP/1."):
-            break
-        lines = data[:end].decode("latin-1").split("\r\n")
-        status = int(lines[0].split(" ", 2)[1])
-        headers = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        rest = data[end + 4 :]
-        if "content-length" in headers:
-            n = int(headers["content-length"])
-            body, data = rest[:n], rest[n:]
-        elif headers.get("transfer-encoding") == "chunked":
-            dec = _native.ChunkedDecoder()
-            body = dec.feed(rest)
-            data = dec.leftover
-        else:
-            body, data = rest, b""
-        out.append((status, headers, body))
-    return out
-
-
 def exchange(server: Server, raw: bytes, half_close: bool = True) -> tuple[bytes, bool]:
-    """Send `raw`, read until the server closes; (bytes, closed_by_server).
-
-    With `half_close` the client shuts its sending side, so a server waiting
-    for more of the message sees the end instead of waiting for a timeout.
-    """
-    chunks = []
-    closed = False
-    with server.connect(READ_TIMEOUT) as sock:
-        try:
-            sock.sendall(raw)
-            if half_close:
-                sock.shutdown(socket.SHUT_WR)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # refused before we finished: what was answered is still readable
-        try:
-            while chunk := sock.recv(65536):
-                chunks.append(chunk)
-            closed = True
-        except ConnectionResetError:
-            closed = True
-        except TimeoutError:
-            pass
-    return b"".join(chunks), closed
+    """Send `raw`, read until the server closes; (bytes, closed_by_server)."""
+    return http1_corpus.exchange(server.connect, raw, half_close=half_close)
 
 
 @pytest.mark.parametrize(("name", "raw", "status"), INVALID_REQUESTS, ids=ids(INVALID_REQUESTS))

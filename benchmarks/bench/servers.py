@@ -26,6 +26,9 @@ APPS = {
     "asgi": "apps.asgi_app:app",
     "rsgi": "apps.rsgi_app:app",
 }
+# The echo app (tests/apps/echo_app.py) answers with what the server handed it: the
+# conformance replay (benchmarks/conformance.py) judges each server's parser by it.
+ECHO_APPS = {"wsgi": "echo_app:app", "asgi": "echo_app:asgi_app", "rsgi": "echo_app:rsgi_app"}
 HOST = "127.0.0.1"
 # The same thread count for every threaded WSGI worker, so gthread compares like for like.
 THREADS = 4
@@ -43,6 +46,10 @@ class Options:
     # False: server and load generator may run on every core (the deploy table), as users
     # run them; True: the server on its core, the load generator on another.
     pinned: bool = True
+    echo: bool = False  # serve the echo app instead of the benchmark app
+
+    def app(self, interface: str) -> str:
+        return (ECHO_APPS if self.echo else APPS)[interface]
 
     def label(self) -> str:
         parts = [f"{self.workers}w"]
@@ -54,6 +61,8 @@ class Options:
             parts.append(f"{self.runtime_threads}rt")
         if not self.pinned:
             parts.append("unpinned")
+        if self.echo:
+            parts.append("echo")
         return " ".join(parts)
 
 
@@ -106,7 +115,7 @@ def _granian(interface: str) -> Builder:
             cmd += ["--runtime-threads", str(opts.runtime_threads)]
         if opts.runtime_mode:
             cmd += ["--runtime-mode", opts.runtime_mode]
-        return [*cmd, APPS[interface]]
+        return [*cmd, opts.app(interface)]
 
     return build
 
@@ -115,24 +124,24 @@ def _uvicorn(http: str) -> Builder:
     def build(venv: Venv, port: int, opts: Options) -> list[str]:
         cmd = [venv.bin("uvicorn"), "--host", HOST, "--port", str(port), "--http", http]
         cmd += ["--loop", opts.loop or "uvloop", "--workers", str(opts.workers)]
-        return [*cmd, "--no-access-log", "--log-level", "warning", APPS["asgi"]]
+        return [*cmd, "--no-access-log", "--log-level", "warning", opts.app("asgi")]
 
     return build
 
 
 def _hypercorn(venv: Venv, port: int, opts: Options) -> list[str]:
     cmd = [venv.bin("hypercorn"), "-k", opts.loop or "uvloop", "-w", str(opts.workers)]
-    return [*cmd, "-b", f"{HOST}:{port}", "--log-level", "warning", APPS["asgi"]]
+    return [*cmd, "-b", f"{HOST}:{port}", "--log-level", "warning", opts.app("asgi")]
 
 
 def _daphne(venv: Venv, port: int, opts: Options) -> list[str]:
-    return [venv.bin("daphne"), "-b", HOST, "-p", str(port), "-v", "0", APPS["asgi"]]
+    return [venv.bin("daphne"), "-b", HOST, "-p", str(port), "-v", "0", opts.app("asgi")]
 
 
 def _gunicorn(worker: str, interface: str, *extra: str) -> Builder:
     def build(venv: Venv, port: int, opts: Options) -> list[str]:
         cmd = [venv.bin("gunicorn"), "-k", worker, "-w", str(opts.workers), *extra]
-        return [*cmd, "-b", f"{HOST}:{port}", "--log-level", "warning", APPS[interface]]
+        return [*cmd, "-b", f"{HOST}:{port}", "--log-level", "warning", opts.app(interface)]
 
     return build
 
@@ -147,7 +156,7 @@ def _uwsgi(venv: Venv, port: int, opts: Options) -> list[str]:
         "--chdir",
         str(BENCH_DIR),
         "--module",
-        APPS["wsgi"],
+        opts.app("wsgi"),
         "--master",
         "--processes",
         str(opts.workers),
@@ -166,7 +175,7 @@ def _launched(peer: str) -> Builder:
         # Relative, as the apps are: servers start in benchmarks/, and the report's
         # command lines stay free of this checkout's path.
         script = (LAUNCHERS / f"run_{peer}.py").relative_to(BENCH_DIR)
-        return [venv.python, str(script), "--host", HOST, "--port", str(port), APPS["wsgi"]]
+        return [venv.python, str(script), "--host", HOST, "--port", str(port), opts.app("wsgi")]
 
     return build
 
@@ -280,7 +289,7 @@ def _supervise(kind: str, wc: WorkerClass, metrics: bool = False, access: str = 
             cmd += [RUNTIME_THREADS_FLAG, str(opts.runtime_threads)]
         if opts.runtime_mode:
             cmd += [RUNTIME_MODE_FLAG, opts.runtime_mode]
-        return [*cmd, "-b", f"{HOST}:{port}", "--log-level", "warning", APPS[wc.interface]]
+        return [*cmd, "-b", f"{HOST}:{port}", "--log-level", "warning", opts.app(wc.interface)]
 
     return build
 

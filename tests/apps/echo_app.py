@@ -13,10 +13,19 @@ def app(environ: dict, start_response: Callable) -> Iterable[bytes]:
     payload = {
         "method": environ["REQUEST_METHOD"],
         "uri": environ.get("RAW_URI", ""),
+        "interface": "wsgi",
         "path": environ["PATH_INFO"],
         "query": environ["QUERY_STRING"],
         "body_len": len(body),
     }
+    if "RAW_URI" not in environ and "REQUEST_URI" in environ:
+        payload["uri"] = environ["REQUEST_URI"]  # uWSGI's name for the raw target
+    elif "RAW_URI" not in environ:
+        # No raw target (Granian, bjoern): report the decoded path as RSGI does, so
+        # the judge compares it with the decoded origin form.
+        path = environ["PATH_INFO"].encode("latin-1").decode("utf-8", "replace")
+        query = environ["QUERY_STRING"]
+        payload.update(interface="wsgi-decoded", uri=path + (f"?{query}" if query else ""))
     data = json.dumps(payload).encode()
     # Also in a header: -k native's answer to CONNECT is a tunnel's (no content).
     start_response(
@@ -42,7 +51,9 @@ async def asgi_app(scope: dict, receive: Callable, send: Callable) -> None:
         if not message.get("more_body"):
             break
     query = scope["query_string"].decode("latin-1")
-    uri = scope["raw_path"].decode("latin-1") + (f"?{query}" if query else "")
+    # raw_path is optional in the spec (the conformance table runs this app on peers).
+    raw_path = scope.get("raw_path") or scope["path"].encode("utf-8")
+    uri = raw_path.decode("latin-1") + (f"?{query}" if query else "")
     payload = {
         "interface": "asgi",
         "method": scope["method"],
