@@ -102,6 +102,38 @@ def _variant(point: dict) -> str:
     }.get(point["table"], point["scenario"])
 
 
+def memory_chart(points: list[dict], path: Path) -> None:
+    """PSS against the worker count, idle and under load, one line per server."""
+    series: dict[str, list[tuple[int, float, float]]] = {}
+    for point in points:
+        n = point["options"]["workers"]
+        for name, entry in point["servers"].items():
+            if entry.get("memory_idle") and entry.get("memory_load"):
+                pss = (entry["memory_idle"]["pss"] / MIB, entry["memory_load"]["pss"] / MIB)
+                series.setdefault(name, []).append((n, *pss))
+    if not series:
+        return
+    fig, (ax_idle, ax_load) = plt.subplots(1, 2, figsize=(12, 5), sharey=True)
+    for name, values in sorted(series.items()):
+        values.sort()
+        # Colours tell the servers apart; solid and thick lines mark supervise's workers.
+        supervise = name.startswith("supervise")
+        style = {"linewidth": 2.5} if supervise else {"linestyle": "--", "linewidth": 1.2}
+        xs = [v[0] for v in values]
+        ax_idle.plot(xs, [v[1] for v in values], marker="o", label=name, **style)
+        ax_load.plot(xs, [v[2] for v in values], marker="o", label=name, **style)
+    for ax, what in ((ax_idle, "idle"), (ax_load, "under load")):
+        ax.set_xlabel("worker processes")
+        ax.set_xticks(sorted({p["options"]["workers"] for p in points}))
+        ax.set_title(f"PSS of the process tree, {what}")
+    ax_idle.set_ylabel("MiB")
+    ax_load.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.suptitle("Memory per worker count — GET 4 B, pinned")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+
+
 def draw(results: Path, out_dir: Path) -> list[Path]:
     doc = json.loads(results.read_text())
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -121,8 +153,12 @@ def draw(results: Path, out_dir: Path) -> list[Path]:
     if "workers" in by_table and one_worker:
         # The 1-worker bars come from the main table's run of the same scenario.
         by_table["workers"] = [{**one_worker[0], "table": "workers"}, *by_table["workers"]]
+    if "memory" in by_table:
+        path = out_dir / "memory.png"
+        memory_chart(by_table["memory"], path)
+        written.append(path)
     for table, points in by_table.items():
-        if table not in ("main", "deploy"):
+        if table not in ("main", "deploy", "memory"):
             path = out_dir / f"dim-{table}.png"
             dimension_chart(table, points, path)
             written.append(path)

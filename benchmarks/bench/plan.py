@@ -14,6 +14,8 @@ RUNTIME_MODES = ("st", "mt")
 RUNTIME_THREADS = (1, 2, 4)
 # The deploy table's scenarios: the ones the project's throughput targets name.
 DEPLOY_SCENARIOS = ("get-4b", "post-10k", "json")
+# The memory table's worker counts: what each extra worker process costs.
+MEMORY_WORKERS = (1, 2, 4)
 
 # `main` is the pinned one-worker table (per-core cost); `deploy` runs the way users
 # deploy (workers = cores, nothing pinned); each dimension table varies one thing on the
@@ -25,6 +27,7 @@ TABLES = {
     "python": "Python versions",
     "loops": "event loops (ASGI and RSGI servers)",
     "threads": "runtime mode and threads (RSGI servers)",
+    "memory": "memory per worker count (1, 2, 4 workers): RSS and PSS, idle and under load",
 }
 
 
@@ -107,6 +110,8 @@ def build(
             for mode in RUNTIME_MODES
             for n in RUNTIME_THREADS
         ]
+    if "memory" in tables:
+        points += [Point("memory", base, default_py, Options(workers=n)) for n in MEMORY_WORKERS]
     return points
 
 
@@ -126,6 +131,8 @@ def applicable(point: Point, server: Server) -> bool:
         return server.interface == "rsgi" and (server.runtime_threads or server.is_supervise)
     if point.table in ("workers", "deploy"):
         return server.multi_worker
+    if point.table == "memory":
+        return point.options.workers == 1 or server.multi_worker
     return point.options == Options()
 
 

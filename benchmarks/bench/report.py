@@ -250,6 +250,52 @@ def _memory(point: dict) -> list[str]:
     return lines
 
 
+def _memory_scaling(points: list[dict]) -> list[str]:
+    """PSS and RSS per worker count, and what each worker past the first adds: PSS counts
+    pages shared between the forked workers once, so its slope is a worker's real cost."""
+    counts = [p["options"]["workers"] for p in points]
+    by_server: dict[str, dict[int, dict]] = {}
+    for point, n in zip(points, counts, strict=True):
+        for name, entry in point["servers"].items():
+            if entry.get("memory_idle"):
+                by_server.setdefault(name, {})[n] = entry
+    head = " | ".join(f"{n} w" for n in counts)
+    lines = [
+        f"| Server | PSS idle (MiB): {head} | PSS load (MiB): {head} | RSS idle (MiB): {head} "
+        "| PSS per extra worker, idle / load (MiB) |",
+        "|---|" + "--:|" * (3 * len(counts) + 1),
+    ]
+
+    def cells(runs: dict[int, dict], kind: str, key: str) -> list[str]:
+        return [_mib(runs[n][kind], key) if n in runs else "—" for n in counts]
+
+    def slope(runs: dict[int, dict], kind: str) -> str:
+        known = [n for n in counts if n in runs and runs[n][kind]]
+        if len(known) < 2:
+            return "—"
+        first, last = known[0], known[-1]
+        extra = (runs[last][kind]["pss"] - runs[first][kind]["pss"]) / (last - first)
+        return f"{extra / MIB:.1f}"
+
+    def first_pss(name: str) -> float:
+        runs = by_server[name]
+        return runs[min(runs)]["memory_idle"]["pss"]
+
+    for name in sorted(by_server, key=first_pss):
+        runs = by_server[name]
+        entry = next(iter(runs.values()))
+        lines.append(
+            f"| {_name(entry)} | "
+            + " | ".join(
+                cells(runs, "memory_idle", "pss")
+                + cells(runs, "memory_load", "pss")
+                + cells(runs, "memory_idle", "rss")
+            )
+            + f" | {slope(runs, 'memory_idle')} / {slope(runs, 'memory_load')} |"
+        )
+    return lines
+
+
 def _deploy_workers(doc: dict) -> int | None:
     for point in doc["points"]:
         if point["table"] == "deploy":
@@ -457,8 +503,25 @@ def render(doc: dict, chart_dir: str) -> str:
         out += [*_table(point), ""]
     if deploy:
         out += _deploy_section(deploy, main, chart_dir, single=meta.get("single_process", ()))
+    scaling = [p for p in points if p["table"] == "memory"]
+    if scaling:
+        out += [
+            "## Memory and scaling: 1, 2 and 4 workers (pinned)",
+            "",
+            "GET 4 B with each worker count, the whole process tree on the server core. "
+            "Idle: after the first answer (and 2 s for the other workers to boot); load: "
+            "the peak under the run, sampled every 0.25 s. The last column is what each "
+            "worker past the first adds to the PSS (the pages forked workers share are "
+            "counted once): the price of scaling out. Single-process servers have a 1-worker "
+            "figure only.",
+            "",
+            f"![memory]({chart_dir}/memory.png)",
+            "",
+            *_memory_scaling(scaling),
+            "",
+        ]
     for table, title in TABLES.items():
-        if table in ("main", "deploy"):
+        if table in ("main", "deploy", "memory"):
             continue
         group = [p for p in points if p["table"] == table]
         if not group:

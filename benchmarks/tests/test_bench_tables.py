@@ -263,3 +263,54 @@ def test_smoke_alone_smokes_the_quick_plan_and_nothing_at_all_is_refused(capsys)
         run.parse_args(["--tables", "deploy"])
     assert exc.value.code == 2
     assert "one of --quick, --full, --smoke or --render is required" in capsys.readouterr().err
+
+
+def test_memory_table_runs_1_2_and_4_workers_and_single_process_servers_once() -> None:
+    points = _points(["memory"])
+    assert [p.options.workers for p in points] == [1, 2, 4]
+    assert {p.key for p in points} == {
+        "memory/get-4b/py3.11/1w",
+        "memory/get-4b/py3.11/2w",
+        "memory/get-4b/py3.11/4w",
+    }
+    bjoern = BY_NAME["bjoern"]
+    assert [plan.applicable(p, bjoern) for p in points] == [True, False, False]
+    assert all(plan.applicable(p, BY_NAME["granian-wsgi"]) for p in points)
+
+
+def _with_memory(entry: dict, idle_pss_mib: float, load_pss_mib: float) -> dict:
+    entry["memory_idle"] = {
+        "rss": int(idle_pss_mib * 2**21),
+        "pss": int(idle_pss_mib * 2**20),
+        "processes": 1,
+    }
+    entry["memory_load"] = {
+        "rss": int(load_pss_mib * 2**21),
+        "pss": int(load_pss_mib * 2**20),
+        "processes": 1,
+    }
+    return entry
+
+
+def test_memory_report_gives_pss_per_worker_count_and_the_cost_of_each_extra_worker() -> None:
+    points = [
+        _point(
+            "memory",
+            n,
+            [
+                _with_memory(
+                    _entry("supervise-gthread", 1000.0), 30 + 10 * (n - 1), 40 + 12 * (n - 1)
+                ),
+                *([_with_memory(_entry("bjoern", 900.0), 20, 25)] if n == 1 else []),
+            ],
+        )
+        for n in (1, 2, 4)
+    ]
+    text = report.render(_doc(points), "charts")
+    assert "## Memory and scaling: 1, 2 and 4 workers (pinned)" in text
+    assert (
+        "| **supervise-gthread** | 30.0 | 40.0 | 60.0 | 40.0 | 52.0 | 76.0 "
+        "| 60.0 | 80.0 | 120.0 | 10.0 / 12.0 |"
+    ) in text
+    assert "| bjoern | 20.0 | — | — | 25.0 | — | — | 40.0 | — | — | — / — |" in text
+    assert "## Dimension (pinned): memory" not in text
