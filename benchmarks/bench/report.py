@@ -296,6 +296,28 @@ def _memory_scaling(points: list[dict]) -> list[str]:
     return lines
 
 
+def _scaling_section(points: list[dict], chart_dir: str) -> list[str]:
+    if not points:
+        return []
+    intro = (
+        "GET 4 B with each worker count, the whole process tree on the server core. "
+        "Idle: after the first answer (and 2 s for the other workers to boot); load: the "
+        "peak under the run, sampled every 0.25 s. The last column is what each worker "
+        "past the first adds to the PSS (the pages forked workers share are counted once): "
+        "the price of scaling out. Single-process servers have a 1-worker figure only."
+    )
+    return [
+        "## Memory and scaling: 1, 2 and 4 workers (pinned)",
+        "",
+        intro,
+        "",
+        f"![memory]({chart_dir}/memory.png)",
+        "",
+        *_memory_scaling(points),
+        "",
+    ]
+
+
 def _deploy_workers(doc: dict) -> int | None:
     for point in doc["points"]:
         if point["table"] == "deploy":
@@ -503,23 +525,7 @@ def render(doc: dict, chart_dir: str) -> str:
         out += [*_table(point), ""]
     if deploy:
         out += _deploy_section(deploy, main, chart_dir, single=meta.get("single_process", ()))
-    scaling = [p for p in points if p["table"] == "memory"]
-    if scaling:
-        out += [
-            "## Memory and scaling: 1, 2 and 4 workers (pinned)",
-            "",
-            "GET 4 B with each worker count, the whole process tree on the server core. "
-            "Idle: after the first answer (and 2 s for the other workers to boot); load: "
-            "the peak under the run, sampled every 0.25 s. The last column is what each "
-            "worker past the first adds to the PSS (the pages forked workers share are "
-            "counted once): the price of scaling out. Single-process servers have a 1-worker "
-            "figure only.",
-            "",
-            f"![memory]({chart_dir}/memory.png)",
-            "",
-            *_memory_scaling(scaling),
-            "",
-        ]
+    out += _scaling_section([p for p in points if p["table"] == "memory"], chart_dir)
     for table, title in TABLES.items():
         if table in ("main", "deploy", "memory"):
             continue
