@@ -146,6 +146,12 @@ def _gunicorn(worker: str, interface: str, *extra: str) -> Builder:
     return build
 
 
+def _gunicorn_asgi(venv: Venv, port: int, opts: Options) -> list[str]:
+    extra = ["--http-protocols", "h2,h1", "--http2-cleartext", "both"]
+    extra += ["--asgi-loop", opts.loop or "auto"]
+    return _gunicorn("asgi", "asgi", *extra)(venv, port, opts)
+
+
 def _uwsgi(venv: Venv, port: int, opts: Options) -> list[str]:
     return [
         venv.bin("uwsgi"),
@@ -207,6 +213,11 @@ PEERS = [
            loops=("asyncio", "uvloop"), note="uvloop worker"),
     Server("daphne", "asgi", "daphne", _daphne, frozenset({"ws"}), multi_worker=False,
            note="Twisted; no worker processes, HTTP/2 only over TLS"),
+    # Gunicorn's own asyncio worker; h2c as well as HTTP/1.1 on the one port ("both":
+    # prior knowledge and upgrade; "prior-knowledge" alone refuses HTTP/1.1).
+    Server("gunicorn-asgi", "asgi", "gunicorn",
+           _gunicorn_asgi, frozenset({"h2", "ws"}), loops=("asyncio", "uvloop"),
+           note="Gunicorn's asgi worker, h2c on"),
     Server("gunicorn-uvicorn", "asgi", "uvicorn-worker",
            _gunicorn("uvicorn_worker.UvicornWorker", "asgi"), frozenset({"ws"}),
            note="Gunicorn arbiter + uvicorn-worker"),
