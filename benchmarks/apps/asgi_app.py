@@ -31,6 +31,12 @@ def _fixed(body: bytes, ctype: list[tuple[bytes, bytes]] = _TEXT):
     return handler
 
 
+async def _str(scope, receive, send):
+    body = payload.TEXT_4B.encode()
+    await send(_head(_TEXT, len(body)))
+    await send({"type": "http.response.body", "body": body})
+
+
 async def _json(scope, receive, send):
     body = payload.json_body()
     await send(_head([(b"content-type", b"application/json")], len(body)))
@@ -88,6 +94,7 @@ ROUTES = {
     "/4b": _fixed(payload.BODY_4B),
     "/1k": _fixed(payload.BODY_1K),
     "/10k": _fixed(payload.BODY_10K),
+    "/str": _str,
     "/json": _json,
     "/echo": _echo,
     "/file": _file,

@@ -20,6 +20,9 @@ def pattern(size: int) -> bytes:
 
 
 BODY_4B = b"PONG"
+# The `get-str` body: a str the app hands over as text (RSGI's response_str) or encodes
+# per request (ASGI, WSGI: they only take bytes); on the wire, BODY_4B.
+TEXT_4B = "PONG"
 BODY_1K = pattern(1024)
 BODY_10K = pattern(10 * 1024)
 FILE_SIZE = 64 * 1024

@@ -27,6 +27,11 @@ def _fixed(body: bytes, ctype: str = "text/plain"):
     return handler
 
 
+async def _str(scope, proto):
+    text = payload.TEXT_4B
+    proto.response_str(200, _headers("text/plain", len(text.encode())), text)
+
+
 async def _json(scope, proto):
     body = payload.json_body()
     proto.response_bytes(200, _headers("application/json", len(body)), body)
@@ -65,6 +70,7 @@ ROUTES = {
     "/4b": _fixed(payload.BODY_4B),
     "/1k": _fixed(payload.BODY_1K),
     "/10k": _fixed(payload.BODY_10K),
+    "/str": _str,
     "/json": _json,
     "/echo": _echo,
     "/file": _file,

@@ -22,6 +22,12 @@ def _fixed(body: bytes, ctype: str = _TEXT):
     return handler
 
 
+def _str(environ, start_response):
+    body = payload.TEXT_4B.encode()
+    start_response("200 OK", [("Content-Type", _TEXT), ("Content-Length", str(len(body)))])
+    return [body]
+
+
 def _json(environ, start_response):
     body = payload.json_body()
     start_response(
@@ -82,6 +88,7 @@ ROUTES = {
     "/4b": _fixed(payload.BODY_4B),
     "/1k": _fixed(payload.BODY_1K),
     "/10k": _fixed(payload.BODY_10K),
+    "/str": _str,
     "/json": _json,
     "/echo": _echo,
     "/file": _file,

@@ -83,7 +83,7 @@ def dimension_chart(table: str, points: list[dict], path: Path) -> None:
     ax.set_ylabel("requests/s")
     # Outside the axes: with six variants an inside legend hides the tallest bars.
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    ax.set_title(f"GET 4 B — {table}")
+    ax.set_title(f"{points[0]['title']} — {table}")
     fig.tight_layout()
     fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
@@ -158,9 +158,11 @@ def draw(results: Path, out_dir: Path) -> list[Path]:
         memory_chart(by_table["memory"], path)
         written.append(path)
     for table, points in by_table.items():
-        if table not in ("main", "deploy", "memory"):
-            path = out_dir / f"dim-{table}.png"
-            dimension_chart(table, points, path)
+        if table in ("main", "deploy", "memory"):
+            continue
+        for scenario in dict.fromkeys(p["scenario"] for p in points):
+            path = out_dir / f"dim-{table}-{scenario}.png"
+            dimension_chart(table, [p for p in points if p["scenario"] == scenario], path)
             written.append(path)
     return [p for p in written if p.exists()]
 

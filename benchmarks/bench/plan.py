@@ -14,18 +14,22 @@ RUNTIME_MODES = ("st", "mt")
 RUNTIME_THREADS = (1, 2, 4)
 # The deploy table's scenarios: the ones the project's throughput targets name.
 DEPLOY_SCENARIOS = ("get-4b", "post-10k", "json")
+# The Python table: bytes, str and echo on each interface, as Granian's table has them.
+PYTHON_SCENARIOS = ("get-4b", "get-str", "post-10k")
+# The event-loop table: a 10 KiB response and a 10 KiB body read in chunks.
+LOOP_SCENARIOS = ("get-10k", "post-10k")
 # The memory table's worker counts: what each extra worker process costs.
 MEMORY_WORKERS = (1, 2, 4)
 
 # `main` is the pinned one-worker table (per-core cost); `deploy` runs the way users
-# deploy (workers = cores, nothing pinned); each dimension table varies one thing on the
-# GET 4 B scenario, pinned, as Granian's tables do.
+# deploy (workers = cores, nothing pinned); each dimension table varies one thing, pinned,
+# on the scenarios Granian's tables use (GET 4 B unless said above).
 TABLES = {
     "main": "pinned, one worker: each server's default configuration (per-core cost)",
     "deploy": "workers = cores, server and load generator unpinned (what users get)",
     "workers": "2 worker processes (both on the one server core)",
-    "python": "Python versions",
-    "loops": "event loops (ASGI and RSGI servers)",
+    "python": "Python versions: bytes, str and echo",
+    "loops": "event loops (ASGI and RSGI servers): GET 10 KiB and POST echo 10 KiB",
     "threads": "runtime mode and threads (RSGI servers)",
     "memory": "memory per worker count (1, 2, 4 workers): RSS and PSS, idle and under load",
 }
@@ -101,9 +105,15 @@ def build(
     if "workers" in tables:
         points.append(Point("workers", base, default_py, Options(workers=2)))
     if "python" in tables:
-        points += [Point("python", base, py) for py in pythons]
+        points += [
+            Point("python", BY_NAME[name], py) for name in PYTHON_SCENARIOS for py in pythons
+        ]
     if "loops" in tables:
-        points += [Point("loops", base, default_py, Options(loop=loop)) for loop in LOOPS]
+        points += [
+            Point("loops", BY_NAME[name], default_py, Options(loop=loop))
+            for name in LOOP_SCENARIOS
+            for loop in LOOPS
+        ]
     if "threads" in tables:
         points += [
             Point("threads", base, default_py, Options(runtime_threads=n, runtime_mode=mode))

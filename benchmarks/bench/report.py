@@ -55,26 +55,43 @@ def _table(point: dict) -> list[str]:
     unit = "msg/s" if point["protocol"] == "ws" else "RPS"
     total = "Total messages" if point["protocol"] == "ws" else "Total requests"
     lines = [
-        f"| Server | Version | {total} | {unit} | Avg latency | Max latency "
-        "| RSS idle (MiB) | RSS load (MiB) | Errors | Best at |",
-        "|---|---|--:|--:|--:|--:|--:|--:|---|--:|",
+        f"| Server | Version | {total} | {unit} | vs best peer, same interface "
+        "| Avg latency | Max latency | RSS idle (MiB) | RSS load (MiB) | Errors | Best at |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|---|--:|",
     ]
     for entry in _ranked(point):
         best = entry["best"]
         bound = " †" if best.get("client_cpu_pct", 0) >= CLIENT_BOUND_PCT else ""
         lines.append(
             f"| {_name(entry)} | {entry['version']} | {_num(best['requests'])} "
-            f"| {_num(best['rps'])}{bound} | {best['latency_avg_ms']:.2f} ms "
+            f"| {_num(best['rps'])}{bound} | {_versus_best_peer(point, entry)} "
+            f"| {best['latency_avg_ms']:.2f} ms "
             f"| {best['latency_max_ms']:.2f} ms | {_mib(entry['memory_idle'])} "
             f"| {_mib(entry['memory_load'])} | {_errors(entry)} | c={best['connections']} |"
         )
     for entry in point["servers"].values():
         if not entry.get("best"):
             lines.append(
-                f"| {_name(entry)} | {entry['version']} | — | — | — | — | — | — "
+                f"| {_name(entry)} | {entry['version']} | — | — | — | — | — | — | — "
                 f"| {entry['status']}: {entry['reason'][:120]} | — |"
             )
     return lines
+
+
+def _versus_best_peer(point: dict, entry: dict) -> str:
+    """This row against the fastest clean peer (not supervise) of its interface."""
+    peers = [
+        e
+        for e in point["servers"].values()
+        if e.get("best")
+        and e["status"] == "ok"
+        and not e["supervise"]
+        and e["interface"] == entry["interface"]
+    ]
+    if not peers:
+        return "—"
+    top = max(peers, key=lambda e: e["best"]["rps"])
+    return f"{entry['best']['rps'] / top['best']['rps']:.2f}x"
 
 
 def ratios(point: dict) -> list[dict]:
@@ -99,15 +116,26 @@ def ratios(point: dict) -> list[dict]:
     return out
 
 
-def _ratio_cell(row: dict, key: str) -> str:
+def _ratio_cell(row: dict, key: str, spread: float | None = None) -> str:
+    """`spread`: the run's measured noise (percent) for this table, when it has one; a
+    ratio within it is a tie, not a win or a loss."""
     if key not in row:
         return "—"
     name, rps, ratio = row[key]
     mark = "" if row["clean"] else " ⚠"
-    return f"{ratio:.2f}x {name} ({_num(rps)}){mark}"
+    tie = " **tie**" if spread is not None and abs(ratio - 1) * 100 <= spread else ""
+    return f"{ratio:.2f}x{tie} {name} ({_num(rps)}){mark}"
 
 
-def _summary(points: list[dict]) -> list[str]:
+def noise_spread(doc: dict, table: str) -> float | None:
+    """The spread measured on this table's repeated point, if this run measured one."""
+    noise = doc.get("noise") or {}
+    if "spread_pct" not in noise or noise.get("table", "main") != table:
+        return None
+    return noise["spread_pct"]
+
+
+def _summary(points: list[dict], spread: float | None = None) -> list[str]:
     lines = [
         "| Scenario | supervise worker | RPS | vs best peer, same interface "
         "| vs best peer, any interface |",
@@ -117,7 +145,8 @@ def _summary(points: list[dict]) -> list[str]:
         for row in ratios(point):
             lines.append(
                 f"| {point['scenario']} | {row['server']} | {_num(row['rps'])} "
-                f"| {_ratio_cell(row, 'interface')} | {_ratio_cell(row, 'overall')} |"
+                f"| {_ratio_cell(row, 'interface', spread)} "
+                f"| {_ratio_cell(row, 'overall', spread)} |"
             )
     if len(lines) == 2:
         lines.append("| — | no supervise worker class served any scenario | | | |")
@@ -144,7 +173,7 @@ def versus_pinned(point: dict, main: list[dict]) -> dict[str, tuple[float, float
     return out
 
 
-def _deploy_summary(points: list[dict], main: list[dict]) -> list[str]:
+def _deploy_summary(points: list[dict], main: list[dict], spread: float | None = None) -> list[str]:
     lines = [
         "| Scenario | supervise worker | RPS | vs Granian, same interface "
         "| vs best peer, same interface | vs itself pinned, 1 worker |",
@@ -160,7 +189,8 @@ def _deploy_summary(points: list[dict], main: list[dict]) -> list[str]:
                 own = "— (not in the main table of this run)" if not main else "—"
             lines.append(
                 f"| {point['scenario']} | {row['server']} | {_num(row['rps'])} "
-                f"| {_ratio_cell(row, 'granian')} | {_ratio_cell(row, 'interface')} | {own} |"
+                f"| {_ratio_cell(row, 'granian', spread)} "
+                f"| {_ratio_cell(row, 'interface', spread)} | {own} |"
             )
     if len(lines) == 2:
         lines.append("| — | no supervise worker class served any scenario | | | | |")
@@ -414,12 +444,19 @@ def _legend() -> str:
         "Ratio of supervise's best clean throughput to a clean peer's in the same run "
         "(> 1 means supervise is faster). ⚠ marks figures with errors; † in the tables marks "
         f"runs whose load generator used over {CLIENT_BOUND_PCT:.0f}% of a core, where the "
-        "figure is a lower bound for the server."
+        "figure is a lower bound for the server. **tie**: the ratio is within the noise this "
+        "run measured on the same table (section Noise), so neither side wins; a table "
+        "without its own noise measure marks no ties."
     )
 
 
 def _deploy_section(
-    deploy: list[dict], main: list[dict], chart_dir: str, *, single: Iterable[str] = ()
+    deploy: list[dict],
+    main: list[dict],
+    chart_dir: str,
+    *,
+    single: Iterable[str] = (),
+    spread: float | None = None,
 ) -> list[str]:
     workers = deploy[0]["options"]["workers"]
     # Say who is left out and why, so an absent peer is not read as a failed one.
@@ -438,7 +475,7 @@ def _deploy_section(
         _legend() + " The last column divides this table's figure by the same worker's pinned "
         "one-worker figure (main table, same scenario, same run).",
         "",
-        *_deploy_summary(deploy, main),
+        *_deploy_summary(deploy, main, spread),
         "",
         "### Every server: RPS, and its ratio to its own pinned one-worker run",
         "",
@@ -505,7 +542,7 @@ def render(doc: dict, chart_dir: str) -> str:
             "",
             _legend(),
             "",
-            *_summary(main),
+            *_summary(main, noise_spread(doc, "main")),
             "",
         ]
     memory = [p for p in main if p["scenario"] == "get-4b"]
@@ -524,7 +561,13 @@ def render(doc: dict, chart_dir: str) -> str:
         out += [f"![{point['scenario']}]({chart_dir}/{point['scenario']}.png)", ""]
         out += [*_table(point), ""]
     if deploy:
-        out += _deploy_section(deploy, main, chart_dir, single=meta.get("single_process", ()))
+        out += _deploy_section(
+            deploy,
+            main,
+            chart_dir,
+            single=meta.get("single_process", ()),
+            spread=noise_spread(doc, "deploy"),
+        )
     out += _scaling_section([p for p in points if p["table"] == "memory"], chart_dir)
     for table, title in TABLES.items():
         if table in ("main", "deploy", "memory"):
@@ -553,10 +596,15 @@ def render(doc: dict, chart_dir: str) -> str:
                 "worker's one Python thread either way.",
                 "",
             ]
-        out += [f"![{table}]({chart_dir}/dim-{table}.png)", "", "RPS:", ""]
-        out += [*_pivot(summary), ""]
-        for point in group:
-            out += [f"### {_variant(point)}", "", *_table(point), ""]
+        for scenario in dict.fromkeys(p["scenario"] for p in summary):
+            part = [p for p in summary if p["scenario"] == scenario]
+            chart = f"dim-{table}-{scenario}.png"
+            out += [f"### {part[0]['title']} (`{scenario}`)", ""]
+            out += [f"![{table} {scenario}]({chart_dir}/{chart})", "", "RPS:", ""]
+            out += [*_pivot(part), ""]
+            for point in part:
+                if point in group:
+                    out += [f"#### {_variant(point)}", "", *_table(point), ""]
     out += ["## Versions", ""]
     for py, versions in sorted(doc["versions"].items()):
         listed = ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))

@@ -45,6 +45,7 @@ class Scenario:
 
 _EXPECTED = {
     "/4b": lambda s: payload.BODY_4B,
+    "/str": lambda s: payload.BODY_4B,
     "/1k": lambda s: payload.BODY_1K,
     "/10k": lambda s: payload.BODY_10K,
     "/json": lambda s: payload.json_body(),
@@ -57,6 +58,7 @@ _EXPECTED = {
 
 SCENARIOS = [
     Scenario("get-4b", "GET 4 B plain text", "/4b"),
+    Scenario("get-str", "GET 4 B from a str (RSGI response_str; encoded per request)", "/str"),
     Scenario("get-1k", "GET 1 KiB", "/1k"),
     Scenario("get-10k", "GET 10 KiB", "/10k"),
     Scenario("post-4b", "POST echo 4 B (body iterated)", "/echo", method="POST", body_size=4),

@@ -314,3 +314,67 @@ def test_memory_report_gives_pss_per_worker_count_and_the_cost_of_each_extra_wor
     ) in text
     assert "| bjoern | 20.0 | — | — | 25.0 | — | — | 40.0 | — | — | — / — |" in text
     assert "## Dimension (pinned): memory" not in text
+
+
+def test_python_table_runs_bytes_str_and_echo_and_loops_table_get_and_echo_10k() -> None:
+    python = plan.build(plan.FULL, ["get-4b"], ["python"], ["3.10", "3.13"], "3.11")
+    assert [(p.scenario.name, p.python) for p in python] == [
+        (name, py) for name in ("get-4b", "get-str", "post-10k") for py in ("3.10", "3.13")
+    ]
+    loops = _points(["loops"])
+    assert [(p.scenario.name, p.options.loop) for p in loops] == [
+        (name, loop) for name in ("get-10k", "post-10k") for loop in plan.LOOPS
+    ]
+
+
+def test_every_row_has_its_ratio_to_the_best_peer_of_its_interface() -> None:
+    point = _point(
+        "main",
+        1,
+        [
+            _entry("supervise-rsgi", 1200.0, "rsgi"),
+            _entry("granian-rsgi", 1000.0, "rsgi"),
+            _entry("supervise-gthread", 900.0),
+            _entry("gunicorn-gthread", 300.0),
+            _entry("granian-wsgi", 600.0),
+        ],
+    )
+    rows = {line.split(" | ")[0]: line for line in report.render(_doc([point]), "c").splitlines()}
+    assert "| 1,200 | 1.20x |" in rows["| **supervise-rsgi**"]
+    assert "| 1,000 | 1.00x |" in rows["| granian-rsgi"]
+    assert "| 900 | 1.50x |" in rows["| **supervise-gthread**"]
+    assert "| 300 | 0.50x |" in rows["| gunicorn-gthread"]
+
+
+def test_ratios_within_the_measured_noise_are_ties() -> None:
+    point = _point("main", 1, [_entry("supervise-gthread", 1010.0), _entry("granian-wsgi", 1000.0)])
+    doc = _doc([point])
+    doc["noise"] = {
+        "table": "main",
+        "spread_pct": 2.0,
+        "stdev_pct": 1.0,
+        "rps": [1000.0, 1020.0],
+        "server": "supervise-gthread",
+        "scenario": "get-4b",
+        "connections": 64,
+        "duration_s": 5.0,
+    }
+    assert "1.01x **tie** granian-wsgi" in report.render(doc, "c")
+    doc["noise"]["spread_pct"] = 0.5
+    assert "1.01x granian-wsgi" in report.render(doc, "c")
+    doc["noise"]["table"] = "deploy"  # another table's noise says nothing about this one
+    assert "x **tie**" not in report.render(doc, "c")
+
+
+def test_dimension_tables_with_several_scenarios_get_a_section_and_chart_each() -> None:
+    points = []
+    for scenario, title in (("get-10k", "GET 10 KiB"), ("post-10k", "POST echo 10 KiB")):
+        for loop in ("asyncio", "uvloop"):
+            point = _point("loops", 1, [_entry("supervise-rsgi", 1000.0, "rsgi")])
+            point.update(scenario=scenario, title=title)
+            point["options"]["loop"] = loop
+            points.append(point)
+    text = report.render(_doc(points), "c")
+    assert "### GET 10 KiB (`get-10k`)" in text
+    assert "![loops post-10k](c/dim-loops-post-10k.png)" in text
+    assert text.count("#### loop: uvloop") == 2
