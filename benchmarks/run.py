@@ -46,6 +46,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     which.add_argument("--quick", action="store_true", help="the quick subset (< 10 min)")
     which.add_argument("--full", action="store_true", help="the full matrix (hours)")
+    which.add_argument(
+        "--part",
+        choices=sorted(plan.PARTS),
+        help="one part of the published comparison (--list alone lists them)",
+    )
     p.add_argument(
         "--smoke",
         action="store_true",
@@ -83,8 +88,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--no-charts", action="store_true")
     p.add_argument("--list", action="store_true", help="print the plan and its duration, then exit")
     args = p.parse_args(argv)
-    if not (args.render or args.quick or args.full or args.smoke):
-        p.error("one of --quick, --full, --smoke or --render is required")
+    if not (args.render or args.quick or args.full or args.smoke or args.part or args.list):
+        p.error("one of --quick, --full, --part, --smoke or --render is required")
     if args.deploy_workers is not None and args.deploy_workers < 1:
         p.error("--deploy-workers must be at least 1")
     return args
@@ -102,7 +107,10 @@ class Log:
 
 
 def _profile(args: argparse.Namespace) -> plan.Profile:
-    base = plan.FULL if args.full else plan.QUICK
+    if args.part:
+        base = plan.part_profile(plan.PARTS[args.part])
+    else:
+        base = plan.FULL if args.full else plan.QUICK
     if args.smoke:
         base = plan.Profile(
             base.scenarios, (64,), 2.0, 0.5, base.tables, base.quick_servers_only, 2
@@ -121,17 +129,32 @@ def _profile(args: argparse.Namespace) -> plan.Profile:
 def _servers_for(venv: peers.Venv, args, profile, log) -> tuple[list, dict]:
     available, missing = servers.available_peers(venv)
     available += servers.supervise_servers(venv, log)
-    return plan.select_servers(available, args.servers or [], profile.quick_servers_only), missing
+    chosen = plan.select_servers(available, args.servers or [], profile.quick_servers_only)
+    if args.part:
+        chosen = [s for s in chosen if s.interface in plan.PARTS[args.part].interfaces]
+    return chosen, missing
 
 
-def _estimate(points: list[plan.Point], ctx: runner.Context, repeats: int) -> float:
-    per_server = 1.5 + ctx.warmup + len(ctx.levels) * (ctx.duration + 0.5)
+def part_plan(name: str, python: str) -> tuple[list[plan.Point], dict]:
+    """A part's points and the servers it would run, from the suite's own tables."""
+    part = plan.PARTS[name]
+    profile = plan.part_profile(part)
+    rows = [s for s in servers.every_row() if s.interface in part.interfaces and not s.explicit]
+    pythons = list(part.pythons) or [python]
+    points = plan.build(profile, list(profile.scenarios), list(part.tables), pythons, python)
+    return points, {py: rows for py in pythons}
+
+
+def list_parts(python: str) -> None:
+    """Every part with what it measures and how long it takes, no venv needed."""
+    print("The published comparison, one command per part (python benchmarks/run.py --part NAME):")
     total = 0.0
-    for point in points:
-        count = sum(1 for s in ctx.servers[point.python] if plan.applicable(point, s))
-        # Several workers: the runner waits for the others to boot after the first answers.
-        total += count * (per_server + (2.0 if point.options.workers > 1 else 0.0))
-    return total + repeats * ctx.duration + 10
+    for name, part in plan.PARTS.items():
+        points, rows = part_plan(name, python)
+        minutes = plan.estimate_s(points, rows, plan.part_profile(part)) / 60
+        total += minutes
+        print(f"  {name:<13} ~{minutes:3.0f} min  {part.what} ({', '.join(part.tables)})")
+    print(f"  all parts     ~{total:3.0f} min (each under {plan.PART_LIMIT_MIN})")
 
 
 def _stem(out: Path, host: str) -> str:
@@ -194,6 +217,9 @@ def render(results_path: Path, python: str) -> Path:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    if args.list and not (args.quick or args.full or args.part or args.smoke):
+        list_parts(args.python)
+        return 0
     if args.render:
         venv = peers.VENVS_DIR / f"py{args.python}" / "bin" / "python"
         print(f"report: {render(args.render, str(venv) if venv.exists() else sys.executable)}")
@@ -222,6 +248,8 @@ def main(argv: list[str]) -> int:
     # The harness shares the load core: it must never take time from the server's core.
     os.sched_setaffinity(0, {args.load_cpu})
 
+    if args.part and plan.PARTS[args.part].pythons:
+        args.pythons = list(plan.PARTS[args.part].pythons)
     pythons = [args.python]
     if "python" in profile.tables:
         pythons += [v for v in args.pythons if v != args.python]
@@ -262,7 +290,7 @@ def main(argv: list[str]) -> int:
         file_path=payload.ensure_file(),
         all_cpus=all_cpus,
     )
-    eta = _estimate(points, ctx, profile.noise_repeats) * args.rounds
+    eta = plan.estimate_s(points, available, profile, rounds=args.rounds)
     log(f"{len(points)} points, about {eta / 60:.0f} min")
     if args.list:
         for point in points:
@@ -298,7 +326,7 @@ def main(argv: list[str]) -> int:
             "date": datetime.date.today().isoformat(),
             "finished": datetime.datetime.now().isoformat(timespec="seconds"),
             "elapsed_s": round(time.monotonic() - started),
-            "profile": "full" if args.full else "quick",
+            "profile": f"part {args.part}" if args.part else "full" if args.full else "quick",
             "smoke": args.smoke,
             "interrupted": interrupted,
             "command": "python benchmarks/run.py " + shlex.join(argv),

@@ -149,7 +149,12 @@ def draw(results: Path, out_dir: Path) -> list[Path]:
         path = out_dir / f"deploy-{point['scenario']}.png"
         scenario_chart(point, path)
         written.append(path)
-    one_worker = [p for p in by_table.get("main", []) if p["scenario"] == "get-4b"]
+    one_worker = [
+        p
+        for table in ("main", "memory")
+        for p in by_table.get(table, [])
+        if p["scenario"] == "get-4b" and p["options"]["workers"] == 1
+    ][:1]
     if "workers" in by_table and one_worker:
         # The 1-worker bars come from the main table's run of the same scenario.
         by_table["workers"] = [{**one_worker[0], "table": "workers"}, *by_table["workers"]]

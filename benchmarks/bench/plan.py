@@ -66,6 +66,78 @@ FULL = Profile(
 )
 
 
+# The published comparison, table by table: each part is one command
+# (`run.py --part NAME`) that runs in under PART_LIMIT_MIN minutes on this 2-core machine,
+# and together they cover every table. Three levels find each server's best concurrency;
+# 5 s per level keeps the parts short (the noise section says what that costs).
+PUBLISHED = Profile(
+    scenarios=(),
+    levels=(64, 128, 256),
+    duration=5.0,
+    warmup=2.0,
+    tables=(),
+    quick_servers_only=False,
+    noise_repeats=5,
+)
+PART_LIMIT_MIN = 45
+
+
+@dataclass(frozen=True)
+class Part:
+    what: str
+    tables: tuple[str, ...]
+    scenarios: tuple[str, ...] = ()  # of the main and deploy tables; the others have theirs
+    interfaces: tuple[str, ...] = ("wsgi", "asgi", "rsgi")  # servers of these interfaces
+    pythons: tuple[str, ...] = ()  # the Python table's versions
+
+
+_SERVED = ("get-4b", "post-10k", "json", "file")
+PARTS = {
+    "versus-wsgi": Part("one worker, WSGI servers: GET, POST echo, JSON, file", ("main",),
+                        _SERVED, ("wsgi",)),
+    "versus-asgi": Part("one worker, ASGI servers: the same, and long I/O (10, 100 ms)",
+                        ("main",), (*_SERVED, "io10", "io100"), ("asgi",)),
+    "versus-rsgi": Part("one worker, RSGI servers: the same as ASGI", ("main",),
+                        (*_SERVED, "io10", "io100"), ("rsgi",)),
+    "versus-h2-ws": Part("one worker: HTTP/2 GET and POST, WebSocket echo and broadcast",
+                         ("main",), ("h2-get", "h2-post", "ws-echo", "ws-broadcast")),
+    "deploy": Part("workers = cores, unpinned", ("deploy",), DEPLOY_SCENARIOS),
+    "scaling": Part("1 and 2 workers; memory with 1, 2 and 4 workers", ("workers", "memory")),
+    "runtime": Part("runtime mode and threads; event loops", ("threads", "loops")),
+    **{
+        f"python-{py}": Part(f"Python {py}: bytes, str, echo", ("python",), pythons=(py,))
+        for py in PYTHONS
+    },
+}  # fmt: skip
+
+
+def part_profile(part: Part) -> Profile:
+    return Profile(
+        scenarios=part.scenarios or PUBLISHED.scenarios,
+        levels=PUBLISHED.levels,
+        duration=PUBLISHED.duration,
+        warmup=PUBLISHED.warmup,
+        tables=part.tables,
+        quick_servers_only=False,
+        noise_repeats=PUBLISHED.noise_repeats,
+    )
+
+
+def estimate_s(
+    points: list[Point], servers: dict[str, list[Server]], profile: Profile, *, rounds: int = 1
+) -> float:
+    """Seconds the plan takes: each applicable server's start, warm-up and levels, the
+    noise measure, and a margin."""
+    total = 0.0
+    for point in points:
+        levels = len(point.scenario.levels(profile.levels))
+        per_server = 1.5 + profile.warmup + levels * (profile.duration + 0.5)
+        count = sum(1 for s in servers.get(point.python, ()) if applicable(point, s))
+        # Several workers: the runner waits for the others to boot after the first answers.
+        total += count * (per_server + (2.0 if point.options.workers > 1 else 0.0))
+    return total * rounds + profile.noise_repeats * profile.duration + 10
+
+
 @dataclass(frozen=True)
 class Point:
     """One row group of a table: every applicable server runs it in turn."""

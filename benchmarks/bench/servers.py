@@ -328,6 +328,12 @@ def supervise_servers(venv: Venv, log) -> list[Server]:
     modules = [wc.module for wc in SUPERVISE_WORKERS.values()]
     out = subprocess.run([venv.python, "-c", code, *modules], capture_output=True, text=True)
     present = {line.split()[0] for line in out.stdout.splitlines() if line.endswith("True")}
+    return supervise_rows(help_text, present)
+
+
+def supervise_rows(help_text: str, present: set[str]) -> list[Server]:
+    """supervise's rows: one per worker class whose module is `present`, with the
+    tables' settings where `help_text` (its --help) lists them, and the variants."""
     servers = []
     for kind, wc in SUPERVISE_WORKERS.items():
         if wc.module not in present:
@@ -378,6 +384,14 @@ def supervise_servers(venv: Venv, log) -> list[Server]:
                 )
             )
     return servers
+
+
+def every_row() -> list[Server]:
+    """Every server the suite knows, as if every peer installed and supervise's build had
+    every worker class and setting: what `--list` plans and estimates without venvs."""
+    flags = " ".join([LOOP_FLAG, RUNTIME_THREADS_FLAG, RUNTIME_MODE_FLAG, METRICS_FLAG, JSON_FLAG])
+    modules = {wc.module for wc in SUPERVISE_WORKERS.values()}
+    return [*PEERS, *supervise_rows(flags, modules)]
 
 
 def available_peers(venv: Venv) -> tuple[list[Server], dict[str, str]]:

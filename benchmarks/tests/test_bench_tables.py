@@ -262,7 +262,9 @@ def test_smoke_alone_smokes_the_quick_plan_and_nothing_at_all_is_refused(capsys)
     with pytest.raises(SystemExit) as exc:
         run.parse_args(["--tables", "deploy"])
     assert exc.value.code == 2
-    assert "one of --quick, --full, --smoke or --render is required" in capsys.readouterr().err
+    assert (
+        "one of --quick, --full, --part, --smoke or --render is required" in capsys.readouterr().err
+    )
 
 
 def test_memory_table_runs_1_2_and_4_workers_and_single_process_servers_once() -> None:
@@ -378,3 +380,36 @@ def test_dimension_tables_with_several_scenarios_get_a_section_and_chart_each() 
     assert "### GET 10 KiB (`get-10k`)" in text
     assert "![loops post-10k](c/dim-loops-post-10k.png)" in text
     assert text.count("#### loop: uvloop") == 2
+
+
+def test_the_published_parts_cover_every_table_and_each_fits_its_limit() -> None:
+    run = _run_module()
+    covered = set()
+    for name, part in plan.PARTS.items():
+        points, rows = run.part_plan(name, "3.11")
+        assert points, name
+        minutes = plan.estimate_s(points, rows, plan.part_profile(part)) / 60
+        assert minutes < plan.PART_LIMIT_MIN, (name, minutes)
+        covered |= {p.table for p in points}
+    assert covered == set(plan.TABLES)
+    # The Python table: every version in a part of its own.
+    assert {py for p in plan.PARTS.values() for py in p.pythons} == set(plan.PYTHONS)
+
+
+def test_a_part_runs_only_its_interfaces_servers_and_list_alone_lists_the_parts(capsys) -> None:
+    run = _run_module()
+    points, rows = run.part_plan("versus-asgi", "3.11")
+    assert {s.interface for s in rows["3.11"]} == {"asgi"}
+    assert "gunicorn-asgi" in {s.name for s in rows["3.11"]}
+    assert {p.scenario.name for p in points} >= {"get-4b", "post-10k", "io10", "io100"}
+    assert run.main(["--list"]) == 0
+    listed = capsys.readouterr().out
+    for name in plan.PARTS:
+        assert f"  {name} " in listed
+
+
+def test_the_workers_table_takes_its_one_worker_column_from_the_memory_table() -> None:
+    memory = _point("memory", 1, [_entry("supervise-gthread", 1000.0)])
+    workers = _point("workers", 2, [_entry("supervise-gthread", 1800.0)])
+    text = report.render(_doc([memory, workers]), "charts")
+    assert "| **supervise-gthread** | 1,000 | 1,800 |" in text
