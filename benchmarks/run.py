@@ -84,6 +84,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="workers per server in the deploy table (default: the cores this run may use)",
     )
     p.add_argument("--out", type=Path, help="directory for results (default benchmarks/results)")
+    p.add_argument(
+        "--here",
+        action="store_true",
+        help="run the servers from this interpreter's environment as it is (supervise "
+        "installed there, no peers): checks the harness without building venvs",
+    )
     p.add_argument("--upgrade-peers", action="store_true", help="pip install --upgrade the peers")
     p.add_argument("--no-charts", action="store_true")
     p.add_argument("--list", action="store_true", help="print the plan and its duration, then exit")
@@ -254,7 +260,16 @@ def main(argv: list[str]) -> int:
     if "python" in profile.tables:
         pythons += [v for v in args.pythons if v != args.python]
     venvs, available, missing = {}, {}, {}
+    if args.here:
+        here = peers.current()
+        args.python = here.python_version
+        pythons = [here.python_version]
+        args.pythons = pythons
     for version in pythons:
+        if args.here:
+            venvs[version] = here
+            available[version], missing[version] = _servers_for(here, args, profile, log)
+            continue
         try:
             venv = peers.prepare(
                 version, charts=version == args.python, upgrade=args.upgrade_peers, log=log

@@ -203,6 +203,14 @@ def prepare(version: str, *, charts: bool, upgrade: bool, log) -> Venv:
     return venv
 
 
+def current() -> Venv:
+    """The interpreter running the harness, as it is (`run.py --here`): supervise already
+    installed there, as in a developer's or CI's venv; no peer installed, nothing built."""
+    venv = Venv(Path(sys.prefix), f"{sys.version_info.major}.{sys.version_info.minor}")
+    venv.versions = _installed_versions(venv)
+    return venv
+
+
 def reported_versions(venv: Venv) -> dict[str, str]:
     return {name: venv.versions[name] for name in REPORTED if name in venv.versions}
 

@@ -1,0 +1,61 @@
+"""The benchmark harness run for real, every table in smoke mode, so it cannot rot: real
+supervise servers (from this venv: `run.py --here`, no peers), real wrk and h2load loads,
+and the report a reader gets. Figures are seconds long and never asserted.
+
+Skips where wrk or h2load is missing (CI installs both).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO_DIR
+
+RUN = REPO_DIR / "benchmarks" / "run.py"
+TABLES = ("main", "deploy", "workers", "python", "loops", "threads", "memory")
+# One server per interface that every table applies to: rsgi has runtime threads and
+# loops, h2 and ws; sync keeps a WSGI row in the tables that take every interface.
+SERVERS = "supervise-rsgi,supervise-sync"
+
+pytestmark = pytest.mark.skipif(
+    not (shutil.which("wrk") and shutil.which("h2load")), reason="wrk or h2load is missing"
+)
+
+
+def test_every_table_runs_and_reports(tmp_path: Path) -> None:
+    cores = sorted(os.sched_getaffinity(0))
+    server_cpu, load_cpu = cores[0], cores[-1]
+    cmd = [sys.executable, str(RUN), "--smoke", "--here", "--no-charts"]
+    cmd += ["--tables", ",".join(TABLES), "--scenarios", "get-4b,h2-get,ws-echo"]
+    cmd += ["--servers", SERVERS, "--out", str(tmp_path), "--duration", "1", "--warmup", "0"]
+    cmd += ["--server-cpu", str(server_cpu), "--load-cpu", str(load_cpu)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    (results,) = tmp_path.glob("*.json")
+    doc = json.loads(results.read_text())
+    assert {p["table"] for p in doc["points"]} == set(TABLES)
+    for point in doc["points"]:
+        for name, entry in point["servers"].items():
+            # A point a server cannot run is skipped with its reason, never failed.
+            assert entry["status"] in ("ok", "skipped"), (point["table"], name, entry["reason"])
+    rsgi = [p["servers"].get("supervise-rsgi", {}) for p in doc["points"]]
+    assert all(e.get("status") == "ok" for e in rsgi), [e.get("reason") for e in rsgi]
+
+    report = results.with_suffix(".md").read_text()
+    for heading in (
+        "## supervise against the best peer: pinned, one worker",
+        "## Deploy: ",
+        "## Memory and scaling: 1, 2 and 4 workers (pinned)",
+        "## Dimension (pinned): 2 worker processes",
+        "## Dimension (pinned): Python versions",
+        "## Dimension (pinned): event loops",
+        "## Dimension (pinned): runtime mode and threads",
+    ):
+        assert heading in report, heading
