@@ -48,6 +48,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--corpora", type=Path, default=CORPORA, help="the http1 corpora folder")
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--list", action="store_true", help="print the servers and corpora, then exit")
+    p.add_argument(
+        "--render", type=Path, metavar="JSON", help="only rewrite a report from its JSON"
+    )
     return p.parse_args(argv)
 
 
@@ -138,7 +141,8 @@ def render(doc: dict) -> str:
         f"parser settings are left out. The client keeps its side open (hyper, under Granian, "
         "drops a half-closed connection unanswered) and stops reading once the server has "
         "been quiet for 0.3 s after its first byte. *Smuggled*: answers to a request hidden "
-        "in a body (never acceptable). *Silent*: neither an answer nor a close within "
+        "in a body (never acceptable; counted wrong too). ⚠: the server exited during the "
+        "replay (see below). *Silent*: neither an answer nor a close within "
         f"{doc['case_timeout']:.0f} s (right for some `incomplete` cases, a slow 4xx for "
         "others).",
         "",
@@ -155,6 +159,8 @@ def render(doc: dict) -> str:
             out.append(f"| {shown} | {entry['version']} | {dashes} | {entry['status']} | | |")
             continue
         folders = entry["folders"]
+        if entry["reason"]:
+            shown += " ⚠"
         cells = [f"{folders[n]['passed']}/{folders[n]['total']}" for n in names]
         right = sum(folders[n]["passed"] for n in names)
         total = sum(folders[n]["total"] for n in names)
@@ -174,7 +180,16 @@ def render(doc: dict) -> str:
         ]
         out += [f"### {entry['server']}", ""]
         if entry["reason"]:
-            out += [f"Note: {entry['reason']}.", ""]
+            refused = next(
+                (
+                    f"`{folder}/{name}`"
+                    for folder, name, why in wrong
+                    if why.startswith("no connection")
+                ),
+                "",
+            )
+            since = f"; every case from {refused} on was refused" if refused else ""
+            out += [f"⚠ The server {entry['reason']}{since}.", ""]
         if not wrong:
             out += ["Nothing.", ""]
             continue
@@ -192,6 +207,9 @@ def render(doc: dict) -> str:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    if args.render:
+        args.render.with_suffix(".md").write_text(render(json.loads(args.render.read_text())))
+        return 0
     if not args.corpora.is_dir():
         print(f"no corpora at {args.corpora}: this needs ../shared/conformance (see its README)")
         return 2

@@ -254,9 +254,10 @@ def replay(
         if not closed and half_close:
             result.violations[case.name] = "no answer and no close (hang)"
         smuggled = [r for r in responses if SMUGGLED.search(str(echoed(r).get("uri", "")))]
-        if smuggled:
-            result.violations[case.name] = f"answered the smuggled request {echoed(smuggled[0])}"
         why = judge(case, responses)
+        if smuggled:
+            why = f"answered the smuggled request {echoed(smuggled[0])}"
+            result.violations[case.name] = why
         if why:
             result.misses[case.name] = why
     return result
