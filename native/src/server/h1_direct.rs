@@ -160,15 +160,23 @@ async fn exchange<I: Io>(
         tracker: tracker.clone(),
         limit_body: cfg.limit_request_body,
     });
-    let reply = match tracker.interim.as_ref() {
-        None => rx.await,
-        Some(interim) => loop {
-            tokio::select! {
-                biased;
-                reply = &mut rx => break reply,
-                () = interim.ready() => write_interim(w, interim).await,
-            }
-        },
+    // Meanwhile the client is watched, so that one that leaves gives its seat
+    // up first (a read with nothing to read costs no system call).
+    let reply = loop {
+        let hint = tokio::select! {
+            biased;
+            reply = &mut rx => break reply,
+            () = async {
+                match tracker.interim.as_ref() {
+                    Some(interim) => interim.ready().await,
+                    None => std::future::pending().await,
+                }
+            } => true,
+            () = w.watch_client() => false,
+        };
+        if let (true, Some(interim)) = (hint, tracker.interim.as_ref()) {
+            write_interim(w, interim).await;
+        }
     };
     if let Some(interim) = tracker.interim.as_ref().filter(|i| i.has_pending()) {
         // Queued just before the reply came: they still go first.

@@ -25,6 +25,8 @@ use super::runtime::Shared;
 use crate::h1::{parse_request, ParseError, RequestHead};
 
 const READ_SIZE: usize = 16 * 1024;
+/// Bytes read ahead while a request is served (`watch_client`).
+const READ_AHEAD: usize = 64 * 1024;
 /// As the other workers' IDLE_GRACE_ON_STOP.
 const STOP_GRACE: Duration = Duration::from_millis(1000);
 /// How long a refused connection's unread input is drained before the close
@@ -107,6 +109,23 @@ impl<I: AsyncRead + AsyncWrite + Unpin + Send> Wire<I> {
             self.eof = true;
         }
         Ok(n > 0)
+    }
+
+    /// While the app has a request: reads what the client sends next (a
+    /// pipelined request, kept for after this one) until it closes its side,
+    /// which marks its seat as the first to give away (room.rs). Never
+    /// resolves: it runs beside the wait for the reply. With READ_AHEAD bytes
+    /// waiting it stops reading, so a pipelining client cannot grow the buffer.
+    pub async fn watch_client(&mut self) {
+        while !self.eof && self.buf.len() < READ_AHEAD {
+            if !matches!(self.fill().await, Ok(true)) {
+                self.eof = true;
+                if let Some(seat) = &self.seat {
+                    seat.leaving();
+                }
+            }
+        }
+        std::future::pending().await
     }
 
     /// Waits for the first byte of the next request: true once there is

@@ -28,6 +28,12 @@ const BUSY: u64 = 0;
 const EVICTED: u64 = u64::MAX;
 /// Waiting with no deadline (no timeouts configured): chosen last.
 const NO_DEADLINE: u64 = u64::MAX - 1;
+/// In a request whose client has closed its side: chosen first. Without it,
+/// the connections of a client that left in the middle of slow requests kept
+/// their seats until the app finished, and newcomers took each other's seats
+/// meanwhile (wrk run twice on a 100 ms route at the default cap: 739 reads
+/// cut in the second run).
+const LEAVING: u64 = 1;
 /// `index` of a seat no longer in the room.
 const GONE: usize = usize::MAX;
 /// Choices that lose their race with the connection going busy, before the
@@ -36,7 +42,8 @@ const TRIES: usize = 3;
 
 pub struct Room {
     max: usize,
-    /// Deadlines are kept as milliseconds after this (plus one, so never BUSY).
+    /// Deadlines are kept as milliseconds after this (plus two: never BUSY or
+    /// LEAVING).
     base: Instant,
     seats: Mutex<Vec<Arc<Seat>>>,
 }
@@ -160,7 +167,7 @@ impl Seat {
     /// false once the seat was given away.
     pub fn wait(&self, deadline: Option<Instant>) -> bool {
         let until = match deadline {
-            Some(at) => (at - self.base).as_millis() as u64 + 1,
+            Some(at) => (at - self.base).as_millis() as u64 + 2,
             None => NO_DEADLINE,
         };
         self.set(until.min(NO_DEADLINE))
@@ -170,6 +177,13 @@ impl Seat {
     /// connection must then end without serving it).
     pub fn busy(&self) -> bool {
         self.set(BUSY)
+    }
+
+    /// The client closed its side while its request is served: the first
+    /// seat to give away when the worker is full (a half-closed client that
+    /// still reads is served as before while there is room).
+    pub fn leaving(&self) -> bool {
+        self.set(LEAVING)
     }
 
     fn set(&self, to: u64) -> bool {
@@ -272,6 +286,17 @@ mod tests {
             .await
             .expect("woken by the eviction")
             .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_client_that_left_mid_request_goes_before_any_waiting_one() {
+        let room = Room::new(2);
+        let waiting = seated(&room, Some(Duration::from_millis(1)));
+        let left = seated(&room, None);
+        assert!(left.seat.busy() && left.seat.leaving());
+        assert!(matches!(room.admit(None), Admission::Seated(_)));
+        assert!(left.seat.evicted());
+        assert!(!waiting.seat.evicted());
     }
 
     #[tokio::test]
