@@ -413,6 +413,28 @@ def test_worker_connections_makes_room_by_closing_a_waiting_connection(asgi):
         silent.close()
 
 
+def test_worker_connections_takes_the_slot_of_a_client_that_left_first(asgi):
+    """Clients that left in the middle of slow requests must not keep their slots
+    while the app finishes: a newcomer takes one of theirs, not a live connection's."""
+    server = asgi("-w", "1", "--worker-connections", "3")
+    for _ in range(2):
+        gone = server.connect(timeout=10)
+        gone.sendall(b"GET /sleep?s=2 HTTP/1.1\r\nHost: t\r\n\r\n")
+        time.sleep(0.2)  # the request is with the app
+        gone.close()
+    kept = server.http()
+    try:
+        kept.request("GET", "/stream")
+        assert kept.getresponse().read()
+        time.sleep(0.2)
+        assert httpx.get(url(server, "/stream")).status_code == 200
+        # The idle keep-alive connection kept its slot.
+        kept.request("GET", "/stream")
+        assert kept.getresponse().status == 200
+    finally:
+        kept.close()
+
+
 def test_worker_connections_answers_503_when_every_connection_is_in_a_request(asgi):
     server = asgi("-w", "1", "--worker-connections", "2")
     slow = [
