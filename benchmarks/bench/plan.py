@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from bench.scenarios import BY_NAME, SCENARIOS, Scenario
 from bench.servers import Options, Server
@@ -112,15 +112,7 @@ PARTS = {
 
 
 def part_profile(part: Part) -> Profile:
-    return Profile(
-        scenarios=part.scenarios or PUBLISHED.scenarios,
-        levels=PUBLISHED.levels,
-        duration=PUBLISHED.duration,
-        warmup=PUBLISHED.warmup,
-        tables=part.tables,
-        quick_servers_only=False,
-        noise_repeats=PUBLISHED.noise_repeats,
-    )
+    return replace(PUBLISHED, scenarios=part.scenarios, tables=part.tables)
 
 
 def estimate_s(
