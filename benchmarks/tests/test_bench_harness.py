@@ -15,7 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from apps import asgi_app, payload, wsgi_app
-from bench import loadgen, report, runner
+from bench import loadgen, report, report_cells, runner
 from bench.scenarios import BY_NAME
 
 H2LOAD_OUTPUT = (
@@ -115,7 +115,7 @@ def test_report_ranks_clean_first_and_gives_supervise_ratio() -> None:
     (row,) = report.ratios(point)
     assert row["interface"][0] == "peer-wsgi"
     assert row["interface"][2] == 2.0
-    table = "\n".join(report._table(point))
+    table = "\n".join(report_cells.scenario_table(point))
     # The run with errors is listed last and flagged, though it was the fastest.
     assert table.rindex("peer-asgi") > table.index("peer-wsgi")
     assert "peer-asgi ⚠" in table

@@ -18,7 +18,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import loadgen, plan, procs, report, runner
+from bench import loadgen, plan, procs, report, report_cells, runner
 from bench.peers import BENCH_DIR, Venv
 from bench.servers import PEERS, Options, Server, Unsupported
 
@@ -233,7 +233,7 @@ def test_deploy_ratio_to_pinned_ignores_runs_with_errors() -> None:
 def test_threads_variants_are_labelled_by_mode_and_count() -> None:
     point = _point("threads", 1, [])
     point["options"] = {"workers": 1, "runtime_threads": 4, "runtime_mode": "mt"}
-    assert report._variant(point) == "MT, 4 threads"
+    assert report_cells.variant(point) == "MT, 4 threads"
 
 
 def test_an_earlier_results_file_still_renders() -> None:

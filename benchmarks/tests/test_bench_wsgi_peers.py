@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import peers, plan, report, servers
+from bench import peers, plan, report_deploy, servers
 from bench.peers import BENCH_DIR, Venv
 from bench.servers import PEERS, Options, Unsupported
 
@@ -113,7 +113,9 @@ def test_the_deploy_section_names_the_single_process_servers() -> None:
         "options": {"workers": 2, "loop": None, "runtime_threads": None},
         "servers": {},
     }
-    text = "\n".join(report._deploy_section([point], [], "charts", single=["bjoern", "daphne"]))
+    text = "\n".join(
+        report_deploy.deploy_section([point], [], "charts", single=["bjoern", "daphne"])
+    )
     assert "Not in this table, single process only: bjoern, daphne." in text
 
 

@@ -1,0 +1,201 @@
+"""The report's building blocks: figures, cells, one scenario's table, the ratios to
+the best peer, and the pivots of the dimension tables."""
+
+from __future__ import annotations
+
+MIB = 2**20
+# A load generator using this much of its core was probably the bottleneck.
+CLIENT_BOUND_PCT = 90.0
+
+
+def num(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def mib(memory: dict | None, key: str = "rss") -> str:
+    return f"{memory[key] / MIB:.1f}" if memory else "—"
+
+
+def errors_cell(entry: dict) -> str:
+    best = entry.get("best")
+    if not best:
+        return "—"
+    parts = []
+    if best["non2xx"]:
+        parts.append(f"{best['non2xx']:,} non-2xx")
+    if best["socket_errors"]:
+        parts.append(f"{best['socket_errors']:,} socket")
+    if best["problem"]:
+        parts.append(best["problem"][:80])
+    others = [r for r in entry["runs"] if r is not best and (r["non2xx"] or r["socket_errors"])]
+    if others and not parts:
+        levels = ", ".join(str(r["connections"]) for r in others)
+        return f"0 (errors at c={levels})"
+    if entry.get("wrong_after_load"):
+        parts.append("wrong answer after load")
+    return ", ".join(parts) if parts else "0"
+
+
+def ranked(point: dict) -> list[dict]:
+    entries = [e for e in point["servers"].values() if e.get("best")]
+    # Clean figures first: a fast run with errors must not top the table.
+    return sorted(entries, key=lambda e: (e["status"] != "ok", -e["best"]["rps"]))
+
+
+def name_cell(entry: dict) -> str:
+    name = f"**{entry['server']}**" if entry["supervise"] else entry["server"]
+    return name + (" ⚠" if entry["status"] in ("errors", "failed") else "")
+
+
+def scenario_table(point: dict) -> list[str]:
+    unit = "msg/s" if point["protocol"] == "ws" else "RPS"
+    total = "Total messages" if point["protocol"] == "ws" else "Total requests"
+    lines = [
+        f"| Server | Version | {total} | {unit} | vs best peer, same interface "
+        "| Avg latency | Max latency | RSS idle (MiB) | RSS load (MiB) | Errors | Best at |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|---|--:|",
+    ]
+    for entry in ranked(point):
+        best = entry["best"]
+        bound = " †" if best.get("client_cpu_pct", 0) >= CLIENT_BOUND_PCT else ""
+        lines.append(
+            f"| {name_cell(entry)} | {entry['version']} | {num(best['requests'])} "
+            f"| {num(best['rps'])}{bound} | {versus_best_peer(point, entry)} "
+            f"| {best['latency_avg_ms']:.2f} ms "
+            f"| {best['latency_max_ms']:.2f} ms | {mib(entry['memory_idle'])} "
+            f"| {mib(entry['memory_load'])} | {errors_cell(entry)} | c={best['connections']} |"
+        )
+    for entry in point["servers"].values():
+        if not entry.get("best"):
+            lines.append(
+                f"| {name_cell(entry)} | {entry['version']} | — | — | — | — | — | — | — "
+                f"| {entry['status']}: {entry['reason'][:120]} | — |"
+            )
+    return lines
+
+
+def versus_best_peer(point: dict, entry: dict) -> str:
+    """This row against the fastest clean peer (not supervise) of its interface."""
+    peers = [
+        e
+        for e in point["servers"].values()
+        if e.get("best")
+        and e["status"] == "ok"
+        and not e["supervise"]
+        and e["interface"] == entry["interface"]
+    ]
+    if not peers:
+        return "—"
+    top = max(peers, key=lambda e: e["best"]["rps"])
+    return f"{entry['best']['rps'] / top['best']['rps']:.2f}x"
+
+
+def ratios(point: dict) -> list[dict]:
+    """supervise worker vs the best clean peer of its interface, the best of all, and
+    Granian on the same interface (the peer the project's targets name)."""
+    clean = [e for e in point["servers"].values() if e.get("best") and e["status"] == "ok"]
+    peers = [e for e in clean if not e["supervise"]]
+    out = []
+    for sup in (e for e in point["servers"].values() if e["supervise"] and e.get("best")):
+        same = [p for p in peers if p["interface"] == sup["interface"]]
+        granian = [p for p in same if p["server"] == f"granian-{sup['interface']}"]
+        row = {"server": sup["server"], "rps": sup["best"]["rps"], "clean": sup["status"] == "ok"}
+        for key, pool in (("interface", same), ("overall", peers), ("granian", granian)):
+            if pool:
+                top = max(pool, key=lambda p: p["best"]["rps"])
+                row[key] = (
+                    top["server"],
+                    top["best"]["rps"],
+                    sup["best"]["rps"] / top["best"]["rps"],
+                )
+        out.append(row)
+    return out
+
+
+def ratio_cell(row: dict, key: str, spread: float | None = None) -> str:
+    """`spread`: the run's measured noise (percent) for this table, when it has one; a
+    ratio within it is a tie, not a win or a loss."""
+    if key not in row:
+        return "—"
+    name, rps, ratio = row[key]
+    mark = "" if row["clean"] else " ⚠"
+    tie = " **tie**" if spread is not None and abs(ratio - 1) * 100 <= spread else ""
+    return f"{ratio:.2f}x{tie} {name} ({num(rps)}){mark}"
+
+
+def noise_spread(doc: dict, table: str) -> float | None:
+    """The spread measured on this table's repeated point, if this run measured one."""
+    noise = doc.get("noise") or {}
+    if "spread_pct" not in noise or noise.get("table", "main") != table:
+        return None
+    return noise["spread_pct"]
+
+
+def summary_table(points: list[dict], spread: float | None = None) -> list[str]:
+    lines = [
+        "| Scenario | supervise worker | RPS | vs best peer, same interface "
+        "| vs best peer, any interface |",
+        "|---|---|--:|---|---|",
+    ]
+    for point in points:
+        for row in ratios(point):
+            lines.append(
+                f"| {point['scenario']} | {row['server']} | {num(row['rps'])} "
+                f"| {ratio_cell(row, 'interface', spread)} "
+                f"| {ratio_cell(row, 'overall', spread)} |"
+            )
+    if len(lines) == 2:
+        lines.append("| — | no supervise worker class served any scenario | | | |")
+    return lines
+
+
+def legend() -> str:
+    return (
+        "Ratio of supervise's best clean throughput to a clean peer's in the same run "
+        "(> 1 means supervise is faster). ⚠ marks figures with errors; † in the tables marks "
+        f"runs whose load generator used over {CLIENT_BOUND_PCT:.0f}% of a core, where the "
+        "figure is a lower bound for the server. **tie**: the ratio is within the noise this "
+        "run measured on the same table (section Noise), so neither side wins; a table "
+        "without its own noise measure marks no ties."
+    )
+
+
+def variant(point: dict) -> str:
+    opts = point["options"]
+    if point["table"] == "python":
+        return f"Python {point['python']}"
+    if point["table"] == "loops":
+        return f"loop: {opts['loop']}"
+    if point["table"] == "threads":
+        n = opts["runtime_threads"]
+        mode = opts.get("runtime_mode")
+        threads = f"{n} thread{'s' if n != 1 else ''}"
+        return f"{mode.upper()}, {threads}" if mode else f"runtime threads: {n}"
+    if point["table"] == "deploy":
+        return f"{point['title']}, {opts['workers']} workers unpinned"
+    if point["table"] == "workers":
+        return f"{opts['workers']} worker{'s' if opts['workers'] > 1 else ''}"
+    return point["title"]
+
+
+def pivot(points: list[dict]) -> list[str]:
+    """One row per server, one column per variant: the dimension at a glance."""
+    names: list[str] = []
+    for point in points:
+        names += [n for n, e in point["servers"].items() if e.get("best") and n not in names]
+    lines = [
+        "| Server | " + " | ".join(variant(p) for p in points) + " |",
+        "|---|" + "--:|" * len(points),
+    ]
+    for name in names:
+        cells = []
+        for point in points:
+            entry = point["servers"].get(name)
+            if entry and entry.get("best"):
+                mark = "" if entry["status"] == "ok" else " ⚠"
+                cells.append(f"{num(entry['best']['rps'])}{mark}")
+            else:
+                cells.append("—")
+        shown = f"**{name}**" if name.startswith("supervise") else name
+        lines.append(f"| {shown} | " + " | ".join(cells) + " |")
+    return lines
