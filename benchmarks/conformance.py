@@ -55,11 +55,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def _env(venv: peers.Venv) -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("VIRTUAL_ENV", None)
-    env["PATH"] = f"{venv.path / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    env["PYTHONPATH"] = os.pathsep.join([str(ECHO_DIR), str(BENCH_DIR)])
-    return env
+    return peers.server_env(venv, pythonpath=[str(ECHO_DIR), str(BENCH_DIR)])
 
 
 def _connector(port: int):

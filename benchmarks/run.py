@@ -137,7 +137,7 @@ def _servers_for(venv: peers.Venv, args, profile, log) -> tuple[list, dict]:
     available += servers.supervise_servers(venv, log)
     chosen = plan.select_servers(available, args.servers or [], profile.quick_servers_only)
     if args.part:
-        chosen = [s for s in chosen if s.interface in plan.PARTS[args.part].interfaces]
+        chosen = plan.part_servers(plan.PARTS[args.part], chosen)
     return chosen, missing
 
 
@@ -145,7 +145,7 @@ def part_plan(name: str, python: str) -> tuple[list[plan.Point], dict]:
     """A part's points and the servers it would run, from the suite's own tables."""
     part = plan.PARTS[name]
     profile = plan.part_profile(part)
-    rows = [s for s in servers.every_row() if s.interface in part.interfaces and not s.explicit]
+    rows = [s for s in plan.part_servers(part, servers.every_row()) if not s.explicit]
     pythons = list(part.pythons) or [python]
     points = plan.build(profile, list(profile.scenarios), list(part.tables), pythons, python)
     return points, {py: rows for py in pythons}

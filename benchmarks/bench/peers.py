@@ -203,6 +203,17 @@ def prepare(version: str, *, charts: bool, upgrade: bool, log) -> Venv:
     return venv
 
 
+def server_env(venv: Venv, *, pythonpath: list[str], **extra: str) -> dict[str, str]:
+    """The environment a server of `venv` starts in: its bin first on PATH, the apps on
+    PYTHONPATH (the harness's own VIRTUAL_ENV not leaking in)."""
+    env = dict(os.environ)
+    env.pop("VIRTUAL_ENV", None)
+    env["PATH"] = f"{venv.path / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = os.pathsep.join(pythonpath)
+    env.update(extra)
+    return env
+
+
 def current() -> Venv:
     """The interpreter running the harness, as it is (`run.py --here`): supervise already
     installed there, as in a developer's or CI's venv; no peer installed, nothing built."""

@@ -111,6 +111,11 @@ PARTS = {
 }  # fmt: skip
 
 
+def part_servers(part: Part, servers: list[Server]) -> list[Server]:
+    """The servers of the part's interfaces."""
+    return [s for s in servers if s.interface in part.interfaces]
+
+
 def part_profile(part: Part) -> Profile:
     return replace(PUBLISHED, scenarios=part.scenarios, tables=part.tables)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import loadgen, procs, verify
-from bench.peers import BENCH_DIR, Venv
+from bench.peers import BENCH_DIR, Venv, server_env
 from bench.plan import Point, applicable
 from bench.servers import HOST, Server, Unsupported
 
@@ -47,12 +47,7 @@ class Context:
 
 
 def _env(venv: Venv, ctx: Context) -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("VIRTUAL_ENV", None)
-    env["PATH"] = f"{venv.path / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    env["PYTHONPATH"] = str(BENCH_DIR)
-    env["BENCH_FILE"] = ctx.file_path
-    return env
+    return server_env(venv, pythonpath=[str(BENCH_DIR)], BENCH_FILE=ctx.file_path)
 
 
 def _tail(path: Path, lines: int = 8) -> str:
