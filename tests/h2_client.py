@@ -57,7 +57,9 @@ class H2Client:
         method: str = "GET",
         headers: list[tuple[str, str]] | None = None,
         body: bytes | None = None,
+        open_ended: bool = False,
     ) -> int:
+        """A new stream; ``open_ended`` leaves it open for `data` (a tunnel)."""
         stream = self.next_stream
         self.next_stream += 2
         head = [
@@ -70,7 +72,7 @@ class H2Client:
         frame = hf.HeadersFrame(stream)
         frame.data = self.encoder.encode(head)
         frame.flags.add("END_HEADERS")
-        if body is None:
+        if body is None and not open_ended:
             frame.flags.add("END_STREAM")
         out = frame.serialize()
         if body is not None:
@@ -81,6 +83,21 @@ class H2Client:
         self.send(out)
         self.streams[stream] = Stream()
         return stream
+
+    def data(self, stream: int, payload: bytes, *, end: bool = False) -> bool:
+        frame = hf.DataFrame(stream)
+        frame.data = payload
+        if end:
+            frame.flags.add("END_STREAM")
+        return self.send(frame.serialize())
+
+    def settings(self) -> dict[int, int]:
+        """The server's SETTINGS so far (its first frame, RFC 9113 3.4)."""
+        found: dict[int, int] = {}
+        for frame in self.frames:
+            if isinstance(frame, hf.SettingsFrame) and "ACK" not in frame.flags:
+                found.update(frame.settings)
+        return found
 
     def pump(self, timeout: float = 10.0) -> None:
         """Read once (up to ``timeout``) and handle every whole frame; ``closed`` at EOF."""

@@ -72,3 +72,25 @@ def read_frame(sock: socket.socket) -> tuple[int, bytes]:
 
 def close_code(payload: bytes) -> int:
     return struct.unpack("!H", payload[:2])[0]
+
+
+def split_frames(data: bytes) -> tuple[list[tuple[int, bytes]], bytes]:
+    """The whole unmasked server frames at the start of ``data`` as (opcode,
+    payload), and what is left (a frame not complete yet). For frames that
+    come in something other than a socket: an HTTP/2 stream's DATA."""
+    frames = []
+    while len(data) >= 2:
+        n, at = data[1] & 0x7F, 2
+        if n == 126:
+            if len(data) < 4:
+                break
+            n, at = struct.unpack("!H", data[2:4])[0], 4
+        elif n == 127:
+            if len(data) < 10:
+                break
+            n, at = struct.unpack("!Q", data[2:10])[0], 10
+        if len(data) < at + n:
+            break
+        frames.append((data[0] & 0x0F, data[at : at + n]))
+        data = data[at + n :]
+    return frames, data

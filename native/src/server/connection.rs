@@ -128,6 +128,11 @@ fn http2_settings(b: &mut auto::Http2Builder<'_, TokioExecutor>, cfg: &ServerCon
         .keep_alive_timeout(h2.keep_alive_timeout)
         .max_pending_accept_reset_streams(MAX_PENDING_ACCEPT_RESETS)
         .max_local_error_reset_streams(MAX_LOCAL_ERROR_RESETS);
+    if cfg.ws.is_some() {
+        // RFC 8441: WebSockets over HTTP/2 streams (websocket.rs). Advertised
+        // only where the server takes WebSockets at all.
+        b.enable_connect_protocol();
+    }
 }
 
 /// `answer`: whether the worker serves the connection, or only tells it

@@ -53,7 +53,8 @@ async fn answer(
     h1: bool,
 ) -> Response<ResponseBody> {
     let (mut head, body) = req.into_parts();
-    let websocket = shared.config.ws.is_some() && websocket::is_upgrade(&head);
+    let websocket = shared.config.ws.is_some()
+        && (websocket::is_upgrade(&head) || websocket::is_h2_connect(&head));
     if !websocket {
         close_when_handed_over(&mut head);
     }
@@ -62,9 +63,15 @@ async fn answer(
     }
     if websocket {
         let response = match websocket::check(&head) {
-            Ok(accept_key) => websocket::upgrade(head, shared.clone(), conn, accept_key).await,
+            Ok(handshake) => websocket::upgrade(head, shared.clone(), conn, handshake).await,
             Err(refused) => refused.response(),
         };
+        return with_server(response, &shared.config.server_header);
+    }
+    if websocket::is_other_h2_protocol(&head) {
+        // An app cannot see `:protocol`, so it could not tell this stream
+        // from a plain CONNECT.
+        let response = plain(StatusCode::NOT_IMPLEMENTED, "Unknown :protocol", false);
         return with_server(response, &shared.config.server_header);
     }
     if shared.over_concurrency() {

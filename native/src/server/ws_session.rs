@@ -176,8 +176,19 @@ impl WsInbox {
     }
 }
 
-/// Waits for the 101 to be written, then runs the session to its end.
-pub async fn run(upgrade: OnUpgrade, accept: WsAccept, shared: Arc<Shared>, guard: ExchangeGuard) {
+/// Waits for the 101 (or HTTP/2's 200) to be written, then runs the session
+/// to its end.
+///
+/// `own_connection`: the session has the connection to itself (HTTP/1.1),
+/// whose hyper side ended at the hand-over; over HTTP/2 it is one stream and
+/// the connection still counts itself.
+pub async fn run(
+    upgrade: OnUpgrade,
+    accept: WsAccept,
+    shared: Arc<Shared>,
+    guard: ExchangeGuard,
+    own_connection: bool,
+) {
     let WsAccept {
         inbox,
         outgoing,
@@ -194,7 +205,7 @@ pub async fn run(upgrade: OnUpgrade, accept: WsAccept, shared: Arc<Shared>, guar
         }
     };
     // The session counts as an open connection while it lives.
-    let _open = shared.counters.connection();
+    let _open = own_connection.then(|| shared.counters.connection());
     let Some(cfg) = shared.config.ws.clone() else {
         return;
     };
