@@ -1,8 +1,9 @@
 """The benchmark harness run for real, every table in smoke mode, so it cannot rot: real
-supervise servers (from this venv: `run.py --here`, no peers), real wrk and h2load loads,
+supervise servers (from this venv: `run.py --here`, no peers), real wrk, h2load and wsload loads,
 and the report a reader gets. Figures are seconds long and never asserted.
 
-Skips where wrk or h2load is missing (CI installs both).
+Skips where wrk, h2load or Go (which builds wsload) is missing (CI installs wrk and
+h2load; a fresh machine has Go).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ TABLES = ("main", "deploy", "workers", "python", "loops", "threads", "memory")
 SERVERS = "supervise-rsgi,supervise-sync"
 
 pytestmark = pytest.mark.skipif(
-    not (shutil.which("wrk") and shutil.which("h2load")), reason="wrk or h2load is missing"
+    not (shutil.which("wrk") and shutil.which("h2load") and shutil.which("go")),
+    reason="wrk, h2load or go is missing",
 )
 
 
@@ -32,7 +34,7 @@ def test_every_table_runs_and_reports(tmp_path: Path) -> None:
     cores = sorted(os.sched_getaffinity(0))
     server_cpu, load_cpu = cores[0], cores[-1]
     cmd = [sys.executable, str(RUN), "--smoke", "--here", "--no-charts"]
-    cmd += ["--tables", ",".join(TABLES), "--scenarios", "get-4b,h2-get,ws-echo"]
+    cmd += ["--tables", ",".join(TABLES), "--scenarios", "get-4b,h2-get,ws-echo,ws-broadcast"]
     cmd += ["--servers", SERVERS, "--out", str(tmp_path), "--duration", "1", "--warmup", "0"]
     cmd += ["--server-cpu", str(server_cpu), "--load-cpu", str(load_cpu)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)

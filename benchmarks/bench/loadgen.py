@@ -1,5 +1,5 @@
 """Load generators on the load core (every core in unpinned tables): wrk (HTTP/1.1),
-h2load (HTTP/2), wsload (WebSocket).
+h2load (HTTP/2), wsload (WebSocket: benchmarks/wsload, Go, built here on first use).
 
 Each returns the same `Load` record, with the counts that tell whether the figure can be
 trusted (non-2xx responses, socket errors, short responses) next to the throughput.
@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -20,7 +19,8 @@ from bench.peers import BENCH_DIR
 from bench.scenarios import Scenario
 
 WRK_SCRIPT = BENCH_DIR / "lua" / "report.lua"
-WSLOAD = Path(__file__).resolve().parent / "wsload.py"
+WSLOAD_SOURCE = BENCH_DIR / "wsload"
+WSLOAD = BENCH_DIR / ".work" / "wsload"
 WRK_TIMEOUT = "4s"
 H2_STREAMS = 10  # concurrent streams per h2load connection; connections = level / this
 
@@ -29,6 +29,7 @@ INSTALL_HINTS = {
     "h2load": "apt-get update && apt-get install -y nghttp2-client",
     "nghttp": "apt-get update && apt-get install -y nghttp2-client",
     "taskset": "apt-get update && apt-get install -y util-linux",
+    "go": "https://go.dev/doc/install (wsload, the WebSocket load generator, is Go)",
 }
 
 
@@ -46,6 +47,8 @@ class Load:
     socket_errors: int = 0
     bytes_per_request: float = 0.0
     errors: dict[str, int] = field(default_factory=dict)
+    # WebSocket broadcast: send, receive and combined messages/s (rps is combined).
+    broadcast: dict[str, float] = field(default_factory=dict)
     problem: str = ""  # set when the figure must not be trusted
     # CPU the load generator used, in % of one core: near 100 means the client, not the
     # server, set the pace, and the figure is a lower bound for the server.
@@ -66,6 +69,8 @@ def missing_tools(protocols: set[str]) -> dict[str, str]:
         needed.add("wrk")
     if "h2" in protocols:
         needed |= {"h2load", "nghttp"}
+    if "ws" in protocols:
+        needed.add("go")
     return {tool: INSTALL_HINTS[tool] for tool in sorted(needed) if not shutil.which(tool)}
 
 
@@ -90,12 +95,13 @@ def _from_json(tool: str, connections: int, output: str) -> Load:
     lat = data["latency_us"]
     duration = data["duration_us"] / 1e6
     requests = data["requests"]
+    rps = data.get("rps") or (requests / duration if duration else 0.0)
     return Load(
         tool,
         connections,
         requests=requests,
         duration_s=duration,
-        rps=requests / duration if duration else 0.0,
+        rps=rps,
         latency_avg_ms=lat["mean"] / 1000,
         latency_max_ms=lat["max"] / 1000,
         latency_p99_ms=lat["p99"] / 1000,
@@ -105,6 +111,7 @@ def _from_json(tool: str, connections: int, output: str) -> Load:
         socket_errors=errors["connect"] + errors["read"] + errors["write"] + errors["timeout"],
         bytes_per_request=data["bytes"] / requests if requests else 0.0,
         errors=errors,
+        broadcast=data.get("broadcast") or {},
     )
 
 
@@ -192,12 +199,29 @@ def h2load(url: str, scenario: Scenario, connections: int, duration: float, cpus
     return load
 
 
-def wsload(
-    url: str, scenario: Scenario, connections: int, duration: float, cpus: str, python: str
-) -> Load:
-    cmd = _pinned(cpus, [python or sys.executable, str(WSLOAD), url])
-    cmd += ["--connections", str(connections), "--duration", f"{duration:g}"]
-    out, problem = _execute([*cmd, "--mode", scenario.ws_mode], duration)
+def wsload_binary() -> Path:
+    """The Go load generator, rebuilt when its source is newer than the binary."""
+    sources = [*WSLOAD_SOURCE.glob("*.go"), WSLOAD_SOURCE / "go.mod"]
+    newest = max(p.stat().st_mtime for p in sources)
+    if not WSLOAD.exists() or WSLOAD.stat().st_mtime < newest:
+        WSLOAD.parent.mkdir(exist_ok=True)
+        subprocess.run(
+            ["go", "build", "-o", str(WSLOAD), "."], cwd=WSLOAD_SOURCE, check=True, timeout=300
+        )
+    return WSLOAD
+
+
+def broadcast_messages(duration: float) -> int:
+    """Messages each broadcast client sends: Granian's 2500 at the published 5 s."""
+    return max(50, int(500 * duration))
+
+
+def wsload(url: str, scenario: Scenario, connections: int, duration: float, cpus: str) -> Load:
+    cmd = _pinned(cpus, [str(wsload_binary()), "-url", url, "-mode", scenario.ws_mode])
+    cmd += ["-connections", str(connections), "-duration", f"{duration:g}"]
+    cmd += ["-messages", str(broadcast_messages(duration))]
+    # A broadcast stops at 4 x duration however far it got.
+    out, problem = _execute(cmd, 4 * duration)
     load = _from_json("wsload", connections, out)
     load.problem = load.problem or problem
     return load
@@ -208,25 +232,21 @@ def _children_cpu() -> float:
     return times.children_user + times.children_system
 
 
-def run(
-    base: str, scenario: Scenario, connections: int, duration: float, cpus: str, python: str
-) -> Load:
+def run(base: str, scenario: Scenario, connections: int, duration: float, cpus: str) -> Load:
     """One load of `duration` seconds at `connections` against the server at `base`."""
     # Load generators run one at a time as our children: the children's CPU time around
     # one run is that load generator's.
     before = _children_cpu()
-    load = _dispatch(base, scenario, connections, duration, cpus, python)
+    load = _dispatch(base, scenario, connections, duration, cpus)
     if load.duration_s:
         load.client_cpu_pct = (_children_cpu() - before) / load.duration_s * 100
     return load
 
 
-def _dispatch(
-    base: str, scenario: Scenario, connections: int, duration: float, cpus: str, python: str
-) -> Load:
+def _dispatch(base: str, scenario: Scenario, connections: int, duration: float, cpus: str) -> Load:
     if scenario.protocol == "ws":
         url = base.replace("http://", "ws://") + scenario.path
-        return wsload(url, scenario, connections, duration, cpus, python)
+        return wsload(url, scenario, connections, duration, cpus)
     if scenario.protocol == "h2":
         return h2load(base + scenario.path, scenario, connections, duration, cpus)
     load = wrk(base + scenario.path, scenario, connections, duration, cpus)

@@ -45,7 +45,7 @@ def _machine(doc: dict) -> list[str]:
             f"core {meta['load_cpu']})"
         )
     lines += [
-        f"- Load generators: {tools}; wsload (in this suite, Python + uvloop) for WebSocket. "
+        f"- Load generators: {tools}; wsload (in this suite, Go) for WebSocket. "
         f"wrk: 1 thread, `--timeout {meta['wrk_timeout']}`; h2load: 1 thread, "
         f"{meta['h2_streams']} streams per connection (connections = level / streams)",
         f"- Python for the servers: {pythons} (suite venvs under `benchmarks/.venvs/`); "

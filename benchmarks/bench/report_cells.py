@@ -47,23 +47,37 @@ def name_cell(entry: dict) -> str:
     return name + (" ⚠" if entry["status"] in ("errors", "failed") else "")
 
 
+def is_broadcast(point: dict) -> bool:
+    """Granian's broadcast measure: send and receive rates instead of latency."""
+    return any(e.get("best", {}).get("broadcast") for e in point["servers"].values())
+
+
 def scenario_table(point: dict) -> list[str]:
     unit = "msg/s" if point["protocol"] == "ws" else "RPS"
     total = "Total messages" if point["protocol"] == "ws" else "Total requests"
+    broadcast = is_broadcast(point)
+    middle = "Send msg/s | Receive msg/s" if broadcast else "Avg latency | Max latency"
     lines = [
-        f"| Server | Version | {total} | {unit} | vs best peer, same interface "
-        "| Avg latency | Max latency | RSS idle (MiB) | RSS load (MiB) | Errors | Best at |",
+        f"| Server | Version | {total} | {'Combined ' if broadcast else ''}{unit} "
+        f"| vs best peer, same interface | {middle} | RSS idle (MiB) | RSS load (MiB) "
+        "| Errors | Best at |",
         "|---|---|--:|--:|--:|--:|--:|--:|--:|---|--:|",
     ]
     for entry in ranked(point):
         best = entry["best"]
         bound = " †" if best.get("client_cpu_pct", 0) >= CLIENT_BOUND_PCT else ""
+        if broadcast:
+            rates = best.get("broadcast") or {}
+            middle = f"{num(rates.get('send', 0))} | {num(rates.get('receive', 0))}"
+            at = f"{best['connections']} clients"
+        else:
+            middle = f"{best['latency_avg_ms']:.2f} ms | {best['latency_max_ms']:.2f} ms"
+            at = f"c={best['connections']}"
         lines.append(
             f"| {name_cell(entry)} | {entry['version']} | {num(best['requests'])} "
-            f"| {num(best['rps'])}{bound} | {versus_best_peer(point, entry)} "
-            f"| {best['latency_avg_ms']:.2f} ms "
-            f"| {best['latency_max_ms']:.2f} ms | {mib(entry['memory_idle'])} "
-            f"| {mib(entry['memory_load'])} | {errors_cell(entry)} | c={best['connections']} |"
+            f"| {num(best['rps'])}{bound} | {versus_best_peer(point, entry)} | {middle} "
+            f"| {mib(entry['memory_idle'])} | {mib(entry['memory_load'])} "
+            f"| {errors_cell(entry)} | {at} |"
         )
     for entry in point["servers"].values():
         if not entry.get("best"):

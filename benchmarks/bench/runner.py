@@ -66,7 +66,7 @@ def _is_wrong(problem: str) -> bool:
 def _verify(port: int, point: Point, venv: Venv, attempts: int = 3) -> str:
     problem = ""
     for attempt in range(attempts):
-        problem = verify.check(HOST, port, point.scenario, venv.python)
+        problem = verify.check(HOST, port, point.scenario)
         if not problem:
             return ""
         # A worker still booting refuses or resets; a wrong body will not fix itself.
@@ -124,13 +124,11 @@ def _run_server(point: Point, server: Server, ctx: Context, entry: dict, rnd: in
         entry["memory_idle"] = _min_memory(entry["memory_idle"], idle)
         base = f"http://{HOST}:{port}"
         if ctx.warmup > 0:
-            loadgen.run(
-                base, scenario, max(scenario.levels(ctx.levels)), ctx.warmup, load_cpus, venv.python
-            )
+            loadgen.run(base, scenario, max(scenario.levels(ctx.levels)), ctx.warmup, load_cpus)
         for level in scenario.levels(ctx.levels):
             sampler = procs.MemorySampler(proc.pid)
             sampler.start()
-            load = loadgen.run(base, scenario, level, ctx.duration, load_cpus, venv.python)
+            load = loadgen.run(base, scenario, level, ctx.duration, load_cpus)
             peak = sampler.finish()
             entry["memory_load"] = _max_memory(entry["memory_load"], peak)
             run = load.to_dict()
@@ -241,9 +239,9 @@ def noise(point: Point, server: Server, level: int, repeats: int, ctx: Context) 
             return {"server": server.name, "problem": f"could not start: {_tail(logfile)}"}
         base = f"http://{HOST}:{port}"
         if ctx.warmup > 0:
-            loadgen.run(base, point.scenario, level, ctx.warmup, load_cpus, venv.python)
+            loadgen.run(base, point.scenario, level, ctx.warmup, load_cpus)
         for _ in range(repeats):
-            load = loadgen.run(base, point.scenario, level, ctx.duration, load_cpus, venv.python)
+            load = loadgen.run(base, point.scenario, level, ctx.duration, load_cpus)
             figures.append(load.rps)
     finally:
         procs.stop(proc)

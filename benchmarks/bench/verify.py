@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import http.client
 import subprocess
-import sys
 
 from bench import loadgen
 from bench.scenarios import Scenario
@@ -60,21 +59,19 @@ def http2(host: str, port: int, scenario: Scenario) -> str:
     return "" if done.stdout == want else _describe(done.stdout, want)
 
 
-def websocket(host: str, port: int, scenario: Scenario, python: str) -> str:
+def websocket(host: str, port: int, scenario: Scenario) -> str:
     url = f"ws://{host}:{port}{scenario.path}"
-    cmd = [python or sys.executable, str(loadgen.WSLOAD), url, "--verify"]
+    cmd = [str(loadgen.wsload_binary()), "-url", url, "-verify"]
     try:
-        done = subprocess.run(
-            [*cmd, "--mode", scenario.ws_mode], capture_output=True, text=True, timeout=30
-        )
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
     except subprocess.TimeoutExpired:
         return "websocket check timed out"
     return "" if done.returncode == 0 else (done.stdout + done.stderr).strip()[-300:]
 
 
-def check(host: str, port: int, scenario: Scenario, python: str) -> str:
+def check(host: str, port: int, scenario: Scenario) -> str:
     if scenario.protocol == "ws":
-        return websocket(host, port, scenario, python)
+        return websocket(host, port, scenario)
     if scenario.protocol == "h2":
         return http2(host, port, scenario)
     return http1(host, port, scenario)

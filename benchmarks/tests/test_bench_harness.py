@@ -163,3 +163,36 @@ def test_distribution_name_is_pyprojects() -> None:
 
     pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
     assert f'\nname = "{DISTRIBUTION}"\n' in pyproject
+
+
+BROADCAST_OUTPUT = (
+    'BENCH_JSON {"requests":4000,"duration_us":500000,"bytes":256000,'
+    '"errors":{"connect":0,"read":0,"write":0,"status":0,"timeout":0},'
+    '"latency_us":{"min":0,"max":0,"mean":0,"stdev":0,"p50":0,"p90":0,"p99":0},'
+    '"rps":9000.5,"broadcast":{"send":1000,"receive":8000,"combined":9000.5,'
+    '"clients":8,"messages":50}}\n'
+)
+
+
+def test_broadcast_rate_is_the_combined_one_and_send_and_receive_are_kept() -> None:
+    load = loadgen._from_json("wsload", 8, BROADCAST_OUTPUT)
+    # Granian's combined rate (per-client rates summed), not requests / duration.
+    assert load.rps == 9000.5
+    assert load.broadcast["send"] == 1000 and load.broadcast["receive"] == 8000
+    assert load.clean
+
+
+def test_broadcast_runs_granians_8_16_32_clients_from_the_profile_levels() -> None:
+    assert BY_NAME["ws-broadcast"].levels((64, 128, 256)) == (8, 16, 32)
+    assert BY_NAME["ws-echo"].levels((64, 128, 256)) == (64, 128, 256)
+    assert BY_NAME["ws-broadcast"].levels((4,)) == (1,)
+
+
+def test_broadcast_table_shows_send_and_receive_instead_of_latency() -> None:
+    run = loadgen._from_json("wsload", 8, BROADCAST_OUTPUT).to_dict()
+    entry = _entry("supervise-rsgi", [run], supervise=True, iface="rsgi")
+    runner.finalize(entry)
+    point = {"scenario": "ws-broadcast", "protocol": "ws", "servers": {"s": entry}}
+    head, _, row = report_cells.scenario_table(point)
+    assert "Send msg/s | Receive msg/s" in head and "latency" not in head
+    assert "| 1,000 | 8,000 |" in row and "8 clients" in row

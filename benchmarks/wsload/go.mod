@@ -1,0 +1,3 @@
+module supervise/benchmarks/wsload
+
+go 1.21
