@@ -8,6 +8,7 @@ against its throw-away CA, as a browser would.
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import ssl
@@ -21,6 +22,7 @@ import trustme
 from conftest import wait_until
 from cryptography.hazmat.primitives import serialization
 from h2_client import H2Client
+from ws_raw import H2WebSocket
 
 APP = "rsgi_apps:app"
 
@@ -315,3 +317,21 @@ def test_settings_rustls_cannot_honour_are_refused(start_server, pki, tmp_path):
     )
     log = boot_error(start_server, *cert, "-c", str(conf))
     one_error(log, r"cannot use the ssl_context hook")
+
+
+def test_websocket_over_h2_and_tls_as_browsers_open_it(rsgi_tls, pki):
+    # Browsers use RFC 8441 only over TLS: an extended CONNECT on the h2
+    # connection ALPN chose, the frames in that stream's DATA.
+    server = rsgi_tls(app="rsgi_ws_apps:app")
+    ctx = client_context(pki, alpn=["h2"])
+    raw = socket.create_connection((server.host, server.port), timeout=10)
+    with ctx.wrap_socket(raw, server_hostname=server.host) as tls:
+        client = H2Client(tls, authority=f"{server.host}:{server.port}", scheme="https")
+        ws = H2WebSocket(client, "/info")
+        assert ws.head()[":status"] == "200"
+        opcode, scope = ws.receive()
+        assert opcode == 0x1
+        scope = json.loads(scope)
+        assert (scope["proto"], scope["http_version"], scope["scheme"]) == ("ws", "2", "https")
+        ws.send(0x1, b"through tls")
+        assert ws.receive() == (0x1, b"through tls")

@@ -16,7 +16,7 @@ from signal import SIGTERM
 
 import pytest
 from h2_client import H2Client
-from ws_raw import close_code, frame, split_frames
+from ws_raw import H2WebSocket, close_code
 
 ENABLE_CONNECT_PROTOCOL = 0x8
 APPS = {"rsgi": "rsgi_ws_apps:app", "native": "asgi_ws_apps:echo"}
@@ -29,45 +29,6 @@ def serve(request, start_server):
 
     start.kind = request.param
     return start
-
-
-class Session:
-    """One WebSocket on one stream of ``client``'s connection."""
-
-    def __init__(self, client: H2Client, path: str, extra: list[tuple[str, str]] = ()) -> None:
-        self.client = client
-        self.stream = client.request(
-            path,
-            method="CONNECT",
-            headers=[(":protocol", "websocket"), ("sec-websocket-version", "13"), *extra],
-            open_ended=True,
-        )
-        self.used = 0  # bytes of the stream's DATA already split into frames
-        self.frames: list[tuple[int, bytes]] = []
-
-    @property
-    def state(self):
-        return self.client.streams[self.stream]
-
-    def head(self) -> dict[str, str]:
-        self.client.until(lambda c: ":status" in self.state.headers or self.state.reset)
-        return self.state.headers
-
-    def send(self, opcode: int, payload: bytes = b"") -> None:
-        self.client.data(self.stream, frame(opcode, payload))
-
-    def receive(self) -> tuple[int, bytes]:
-        """The next whole frame from the server; (-1, b"") once the stream ended."""
-        while not self.frames:
-            data = self.state.body[self.used :]
-            self.frames, rest = split_frames(data)
-            self.used += len(data) - len(rest)
-            if self.frames:
-                break
-            if self.state.ended or self.state.reset is not None or self.client.closed:
-                return -1, b""
-            self.client.pump()
-        return self.frames.pop(0)
 
 
 def connect(server) -> H2Client:
@@ -87,13 +48,14 @@ def test_the_server_offers_extended_connect_unless_websockets_are_off(serve, ws)
 def test_echo_on_a_stream_beside_plain_requests(serve) -> None:
     server = serve()
     client = connect(server)
-    ws = Session(client, "/info" if serve.kind == "rsgi" else "/")
+    ws = H2WebSocket(client, "/info" if serve.kind == "rsgi" else "/")
     head = ws.head()
     # RFC 8441 5: a 200, with none of HTTP/1.1's upgrade fields.
     assert head[":status"] == "200"
     assert "sec-websocket-accept" not in head and "upgrade" not in head
     if serve.kind == "rsgi":
         opcode, scope = ws.receive()
+        assert opcode == 0x1
         scope = json.loads(scope)
         assert (scope["proto"], scope["http_version"], scope["method"]) == ("ws", "2", "GET")
         assert scope["path"] == "/info"
@@ -116,7 +78,7 @@ def test_echo_on_a_stream_beside_plain_requests(serve) -> None:
 def test_two_sessions_on_one_connection_stay_apart(serve) -> None:
     server = serve()
     client = connect(server)
-    one, two = Session(client, "/"), Session(client, "/")
+    one, two = H2WebSocket(client, "/"), H2WebSocket(client, "/")
     assert one.head()[":status"] == two.head()[":status"] == "200"
     for i in range(20):
         one.send(0x1, f"one {i}".encode())
@@ -152,7 +114,7 @@ def test_a_bad_handshake_is_refused_on_its_stream_only(serve) -> None:
     assert client.streams[other].headers[":status"] == "426"
     assert client.streams[other].headers["sec-websocket-version"] == "13"
     assert client.streams[unknown].headers[":status"] == "501"
-    ws = Session(client, "/")
+    ws = H2WebSocket(client, "/")
     assert ws.head()[":status"] == "200"
     ws.send(0x1, b"still here")
     assert ws.receive() == (0x1, b"still here")
@@ -162,7 +124,7 @@ def test_a_bad_handshake_is_refused_on_its_stream_only(serve) -> None:
 def test_term_closes_the_session_with_1012_and_the_server_exits(serve) -> None:
     server = serve()
     client = connect(server)
-    ws = Session(client, "/")
+    ws = H2WebSocket(client, "/")
     assert ws.head()[":status"] == "200"
     ws.send(0x1, b"x")
     assert ws.receive() == (0x1, b"x")
@@ -176,7 +138,7 @@ def test_term_closes_the_session_with_1012_and_the_server_exits(serve) -> None:
 def test_subprotocol_and_the_apps_fields_on_the_200(start_server) -> None:
     server = start_server("-k", "native", APPS["native"])
     client = connect(server)
-    ws = Session(client, "/subprotocol", [("sec-websocket-protocol", "chat, superchat")])
+    ws = H2WebSocket(client, "/subprotocol", [("sec-websocket-protocol", "chat, superchat")])
     head = ws.head()
     assert head[":status"] == "200"
     assert head["sec-websocket-protocol"] == "superchat"

@@ -94,3 +94,43 @@ def split_frames(data: bytes) -> tuple[list[tuple[int, bytes]], bytes]:
         frames.append((data[0] & 0x0F, data[at : at + n]))
         data = data[at + n :]
     return frames, data
+
+
+class H2WebSocket:
+    """One WebSocket over HTTP/2 (RFC 8441) on a stream of ``client``, an
+    h2_client.H2Client: an extended CONNECT, then frames in DATA."""
+
+    def __init__(self, client, path: str, extra: list[tuple[str, str]] = ()) -> None:
+        self.client = client
+        self.stream = client.request(
+            path,
+            method="CONNECT",
+            headers=[(":protocol", "websocket"), ("sec-websocket-version", "13"), *extra],
+            open_ended=True,
+        )
+        self.used = 0  # bytes of the stream's DATA already split into frames
+        self.frames: list[tuple[int, bytes]] = []
+
+    @property
+    def state(self):
+        return self.client.streams[self.stream]
+
+    def head(self) -> dict[str, str]:
+        self.client.until(lambda c: ":status" in self.state.headers or self.state.reset)
+        return self.state.headers
+
+    def send(self, opcode: int, payload: bytes = b"") -> None:
+        self.client.data(self.stream, frame(opcode, payload))
+
+    def receive(self) -> tuple[int, bytes]:
+        """The next whole frame from the server; (-1, b"") once the stream ended."""
+        while not self.frames:
+            data = self.state.body[self.used :]
+            self.frames, rest = split_frames(data)
+            self.used += len(data) - len(rest)
+            if self.frames:
+                break
+            if self.state.ended or self.state.reset is not None or self.client.closed:
+                return -1, b""
+            self.client.pump()
+        return self.frames.pop(0)
