@@ -261,11 +261,14 @@ def _build() -> dict[str, Setting]:
         validator=int_check(1),
         default=1000,
         help="The most connections one worker holds open at once (sync: heads still "
-        "on their way). gthread and gevent leave the connections beyond it in the "
-        "backlog; asgi, rsgi and native close the connection nearest its deadline that "
-        "is not in a request (idle keep-alive, a head or TLS handshake still on its way) "
-        "to make room, and answer 503 when every connection is in one (on the Rust "
-        "server an HTTP/2 or WebSocket connection counts as in one).",
+        "on their way). New connections beyond it wait their turn, unread (in the "
+        "backlog, or for asgi in the worker), and none is refused: "
+        "--limit-concurrency is the setting that answers 503. asgi, rsgi and native "
+        "also make room: a newcomer takes the seat of the connection nearest its "
+        "deadline among those that have waited on their client for a second (idle "
+        "keep-alive, a head or TLS handshake still on its way), so a slowloris cannot "
+        "lock clients out (on the Rust server an HTTP/2 or WebSocket connection "
+        "counts as in a request).",
     )
     add(
         name="max_requests",

@@ -435,19 +435,52 @@ def test_worker_connections_takes_the_slot_of_a_client_that_left_first(asgi):
         kept.close()
 
 
-def test_worker_connections_answers_503_when_every_connection_is_in_a_request(asgi):
+def test_worker_connections_keeps_a_newcomer_waiting_while_every_connection_is_in_a_request(
+    asgi,
+):
+    """With every slot in a request, a newcomer waits unread, as in the backlog
+    (gthread's and Granian's meaning of the bound; --limit-concurrency is the
+    503 one), and is served once a slot frees."""
     server = asgi("-w", "1", "--worker-connections", "2")
+    statuses: list[int] = []
     slow = [
-        threading.Thread(target=lambda: httpx.get(url(server, "/sleep?s=2"), timeout=10))
+        threading.Thread(
+            target=lambda: statuses.append(
+                httpx.get(url(server, "/sleep?s=2"), timeout=10).status_code
+            )
+        )
         for _ in range(2)
     ]
     for thread in slow:
         thread.start()
     time.sleep(0.5)
-    assert httpx.get(url(server, "/stream")).status_code == 503
-    for thread in slow:
-        thread.join(10)
-    assert httpx.get(url(server, "/stream")).status_code == 200
+    newcomer = server.connect(timeout=10)
+    try:
+        newcomer.sendall(b"GET /stream HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        assert not select.select([newcomer], [], [], 1)[0], "served past the bound"
+        assert read_until_closed(newcomer).startswith(b"HTTP/1.1 200 ")
+    finally:
+        newcomer.close()
+        for thread in slow:
+            thread.join(10)
+    assert statuses == [200, 200]
+
+
+def test_worker_connections_serves_clients_that_connect_first_and_send_later(asgi):
+    """A pool that opens its connections, then sends on each: none of them may
+    lose its seat before its request was read (a newcomer gives a connection
+    a moment on its client before taking its seat)."""
+    server = asgi("-w", "1", "--worker-connections", "2")
+    socks = [server.connect(timeout=20) for _ in range(8)]
+    try:
+        for i, sock in enumerate(socks):
+            head = f"GET /stream?{i} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+            sock.sendall(head.encode())
+        answers = [read_until_closed(sock) for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+    assert [a.split(b"\r\n", 1)[0] for a in answers] == [b"HTTP/1.1 200 OK"] * 8
 
 
 # -- lifespan -------------------------------------------------------------------------

@@ -382,6 +382,7 @@ def fake_session(ws_impl: str, app) -> tuple[asyncio.AbstractEventLoop, Any, Fak
         connections=set(),
         request_done=lambda: done.append(1),
     )
+    ctx.leave = ctx.connections.discard
     head = (
         "GET / HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         f"Sec-WebSocket-Key: {KEY}\r\nSec-WebSocket-Version: 13\r\n\r\n"

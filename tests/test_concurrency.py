@@ -70,7 +70,7 @@ def test_long_io_requests_run_concurrently(start_server, worker, args, bound):
     assert elapsed < bound, f"100 requests sleeping 0.1 s took {elapsed:.1f}s"
 
 
-@pytest.mark.parametrize("worker", [*KEEPALIVE_WORKERS, "native"])
+@pytest.mark.parametrize("worker", KEEPALIVE_WORKERS)
 def test_heartbeat_goes_on_while_every_thread_is_busy(start_server, worker):
     """Requests keep all the threads (or greenlets) busy longer than the timeout;
     each finishes well within it, so the worker is healthy and stays."""

@@ -168,7 +168,7 @@ def test_keepalive_zero_closes_every_connection(start_server, keepalive_worker):
 
 def test_worker_connections_bounds_open_connections(start_server, keepalive_worker):
     if keepalive_worker == "native":
-        pytest.skip("the engine makes room instead: the test below")
+        pytest.skip("the engine gives a silent seat away after a moment: the test below")
     server = start_server(
         "-k", keepalive_worker, "-w", "1", "--worker-connections", "2", f"{APPS}:path"
     )

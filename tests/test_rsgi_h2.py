@@ -13,7 +13,6 @@ import re
 import shutil
 import signal
 import subprocess
-import threading
 
 import httpx
 import pytest
@@ -308,27 +307,3 @@ def test_http2_settings_reach_the_client(rsgi):
     assert announced[hf.SettingsFrame.INITIAL_WINDOW_SIZE] == 100000
     assert announced[hf.SettingsFrame.MAX_FRAME_SIZE] == 32768
     assert announced[hf.SettingsFrame.MAX_HEADER_LIST_SIZE] == 20000
-
-
-def test_a_full_worker_answers_http2_clients_503(rsgi, marks):
-    """At --worker-connections with every connection in a request, an HTTP/2
-    client gets its 503 as HTTP/2 (not HTTP/1.1 bytes it cannot read), then
-    a graceful GOAWAY. (httpx's h2 cannot take the PING hyper sends between
-    its two GOAWAYs: the frame-level client here.)"""
-    server = rsgi("-w", "1", "--worker-connections", "1")
-    busy = threading.Thread(target=lambda: httpx.get(url(server, "/sleep?s=2"), timeout=10))
-    busy.start()
-    try:
-        wait_until(lambda: (marks / "sleeping").exists())
-        client = frames(server)
-        response = client.finish(client.request("/"))
-        assert (response.headers[":status"], response.body) == (
-            "503",
-            b"503 Too many connections\n",
-        )
-        client.until(lambda c: c.closed)
-        assert [g.error_code for g in client.goaways] == [0] * len(client.goaways) != []
-    finally:
-        busy.join(10)
-    with h2c() as client:
-        assert client.get(url(server, "/text")).status_code == 201

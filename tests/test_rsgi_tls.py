@@ -12,14 +12,13 @@ import json
 import re
 import socket
 import ssl
-import threading
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 import trustme
-from conftest import wait_until
+from conftest import read_until_closed
 from cryptography.hazmat.primitives import serialization
 from h2_client import H2Client
 from ws_raw import H2WebSocket
@@ -122,23 +121,18 @@ def test_http1_over_tls(rsgi_tls, pki):
         assert client.post(url(server, "/echo"), content=payload).content == payload
 
 
-def test_a_full_worker_answers_503_over_tls(rsgi_tls, pki, marks):
-    """At --worker-connections with every connection in a request, the
-    newcomer's handshake still completes and its 503 comes encrypted."""
-    server = rsgi_tls("--worker-connections", "1", env={"RSGI_MARKS": str(marks)})
-    with httpx.Client(verify=client_context(pki), timeout=15) as busy:
-        slow = threading.Thread(target=lambda: busy.get(url(server, "/sleep?s=2")))
-        slow.start()
-        try:
-            wait_until(lambda: (marks / "sleeping").exists())
-            with httpx.Client(verify=client_context(pki), timeout=15) as client:
-                r = client.get(url(server, "/text"))
-            assert (r.status_code, r.text) == (
-                503,
-                "503 Service Unavailable\nToo many connections\n",
-            )
-        finally:
-            slow.join(10)
+def test_a_stalled_tls_handshake_gives_its_seat_to_a_newcomer(rsgi_tls, pki):
+    """At --worker-connections, a connection that never sends its ClientHello
+    waits on its client like an idle one: once it has waited a moment, a
+    newcomer takes its seat instead of waiting for its header_timeout."""
+    server = rsgi_tls("--worker-connections", "1")
+    stalled = socket.create_connection((server.host, server.port), timeout=10)
+    try:
+        with httpx.Client(verify=client_context(pki), timeout=15) as client:
+            assert client.get(url(server, "/text")).status_code == 201
+        assert read_until_closed(stalled) == b""
+    finally:
+        stalled.close()
 
 
 def test_bodies_over_h2_and_tls(rsgi_tls, pki, tmp_path):

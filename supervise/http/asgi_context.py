@@ -8,6 +8,7 @@ the set of open connections the worker sweeps, and the lifespan state.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -17,6 +18,10 @@ from supervise.http.state import ServeState
 from supervise.tls import server_certificate
 
 _NEVER = float("inf")
+# How long a connection waits on its client before its slot may go to a
+# newcomer at worker_connections: one that just connected, or just got its
+# response, may have its request on the wire (the Rust server's rule too).
+MAKE_ROOM_GRACE = 1.0
 
 
 class AsgiConnection(Protocol):
@@ -27,6 +32,13 @@ class AsgiConnection(Protocol):
 
     def sweep(self, now: float) -> None:
         """Called every tick with ``time.monotonic()``: enforce deadlines."""
+
+    def waiting(self) -> tuple[float, float] | None:
+        """(since, deadline) while it waits on its client for a request;
+        None while in one (or a WebSocket session)."""
+
+    def close(self) -> None:
+        """Give its slot away (only one that waits on its client is asked)."""
 
 
 class AsgiContext:
@@ -70,6 +82,10 @@ class AsgiContext:
         # Every open connection, HTTP or WebSocket: the worker sweeps them every
         # tick and shuts them down on a graceful stop.
         self.connections: set[AsgiConnection] = set()
+        # Accepted at worker_connections with no slot to give away: unread, as
+        # they would wait in the backlog, until a slot frees (``leave``) or one
+        # has waited on its client past MAKE_ROOM_GRACE (the tick's ``admit``).
+        self.queued: deque[Any] = deque()  # HttpProtocol, before its seat()
         # Requests whose app call has started and not finished (--limit-concurrency).
         self.in_flight = 0
         # What the lifespan startup left in its scope["state"]; each request
@@ -79,3 +95,38 @@ class AsgiContext:
         # plain HTTP requests.
         self.ws_protocol: Any = None
         self.asgi = {"version": "3.0", "spec_version": "2.4"}
+
+    def has_slot(self, now: float) -> bool:
+        """Whether a new connection can be seated, giving a slot away if needed."""
+        return len(self.connections) < self.max_connections or self._make_room(now)
+
+    def _make_room(self, now: float) -> bool:
+        """At worker_connections, close the connection nearest its deadline among
+        those that have waited on their client for MAKE_ROOM_GRACE (idle
+        keep-alive, or a head still on its way). A slowloris holding every
+        slot then loses a connection to each new client instead of locking
+        everyone out; requests in progress and WebSockets keep theirs."""
+        victim, nearest = None, _NEVER
+        for conn in self.connections:
+            waiting = conn.waiting()
+            ready = waiting is not None and now - waiting[0] >= MAKE_ROOM_GRACE
+            if ready and waiting[1] <= nearest:
+                victim, nearest = conn, waiting[1]
+        if victim is None:
+            return False
+        self.connections.discard(victim)  # connection_lost comes on a later loop turn
+        victim.close()
+        return True
+
+    def leave(self, conn: AsgiConnection) -> None:
+        """``conn`` closed: its slot goes to the first queued connection."""
+        self.connections.discard(conn)
+        if self.queued and len(self.connections) < self.max_connections:
+            self.queued.popleft().seat()
+
+    def admit(self, now: float, *, everyone: bool = False) -> None:
+        """Seat queued connections while there is a slot (or one to give
+        away); ``everyone`` at a graceful stop, when accepted requests are
+        served whatever the bound."""
+        while self.queued and (everyone or self.has_slot(now)):
+            self.queued.popleft().seat()

@@ -64,6 +64,8 @@ class HttpProtocol(asyncio.Protocol):
         self.deadline = _NEVER
         self.served = False  # has answered a request: idle then means keep-alive idle
         self.idle_since = 0.0
+        # Since when it waits on its client (seated, or its last response done).
+        self.since = 0.0
         self.read_paused = False
         self.write_paused = False
         self._dispatching = False  # inside _next_request
@@ -74,21 +76,48 @@ class HttpProtocol(asyncio.Protocol):
     def connection_made(self, transport: Any) -> None:  # type: ignore[override]
         ctx = self.ctx
         self.transport = transport
-        if len(ctx.connections) >= ctx.max_connections and not _make_room(ctx.connections):
-            transport.write(error_response(503, "Too many connections"))
-            transport.close()
+        if ctx.queued or not ctx.has_slot(monotonic()):
+            # Full: it waits unread, in turn, for a slot (asgi_context.py).
+            transport.pause_reading()
+            ctx.queued.append(self)
             return
+        self._take_slot()
+
+    def seat(self) -> None:
+        """Its slot came, after it was queued: read from now on."""
+        self._take_slot()
+        if not self.transport.is_closing():
+            self.transport.resume_reading()
+        if self.buf:
+            self._next_request()
+
+    def _take_slot(self) -> None:
+        ctx = self.ctx
         ctx.connections.add(self)
-        self.info = ConnectionInfo(ctx, transport, self.peer)
-        self.deadline = monotonic() + ctx.header_timeout
+        self.info = ConnectionInfo(ctx, self.transport, self.peer)
+        self.since = now = monotonic()
+        self.deadline = now + ctx.header_timeout
+
+    def waiting(self) -> tuple[float, float] | None:
+        return (self.since, self.deadline) if self.cycle is None else None
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.ctx.connections.discard(self)
+        ctx = self.ctx
+        if self.info is None:  # queued, never seated
+            ctx.queued.remove(self)
+            return
+        ctx.leave(self)
         if self.cycle is not None:
             self.cycle.disconnected()
         self._wake_writers()
 
     def data_received(self, data: bytes) -> None:
+        if self.info is None:
+            # Queued: uvloop may deliver what came with the connection before
+            # pause_reading takes effect. Kept for when its slot comes.
+            self.buf += data
+            self.transport.pause_reading()
+            return
         cycle = self.cycle
         if cycle is not None and cycle.body_pending:
             data = cycle.feed_body(data)
@@ -145,7 +174,7 @@ class HttpProtocol(asyncio.Protocol):
             self.close()
             return
         self.served = True
-        self.idle_since = now = monotonic()
+        self.idle_since = self.since = now = monotonic()
         self.deadline = now + (self.ctx.header_timeout if self.buf else self.ctx.keepalive)
         self.resume_reading()
         if self.buf:
@@ -260,18 +289,3 @@ class HttpProtocol(asyncio.Protocol):
         self.buf = b""
         self.transport.write(error_response(status, reason))
         self.close()
-
-
-def _make_room(connections: set[Any]) -> bool:
-    """At worker_connections, close the connection that is nearest its deadline
-    among those not in a request (idle keep-alive, or a head still on its way)
-    for the new one. A slowloris holding every slot then loses its oldest
-    connection to each new client instead of locking everyone out; only
-    requests in progress (and WebSockets) keep their slot for sure."""
-    waiting = [c for c in connections if type(c) is HttpProtocol and c.cycle is None]
-    if not waiting:
-        return False
-    victim = min(waiting, key=lambda c: c.deadline)
-    connections.discard(victim)  # connection_lost comes on a later loop turn
-    victim.close()
-    return True

@@ -158,7 +158,7 @@ class WebSocketProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.state = CLOSED
-        self.ctx.connections.discard(self)
+        self.ctx.leave(self)
         if self._final is None:
             self._final = _disconnect(1006)
         self._wake_receiver()
@@ -184,6 +184,10 @@ class WebSocketProtocol(asyncio.Protocol):
             self._wake_receiver()
         elif self.state is OPEN:
             self._close(1012, "service restart")
+
+    def waiting(self) -> None:
+        """A session keeps its slot (asgi_context.py)."""
+        return None
 
     def sweep(self, now: float) -> None:
         """Enforce the deadlines: handshake, close, keep-alive pings."""

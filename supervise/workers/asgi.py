@@ -124,6 +124,7 @@ class AsgiWorker(LoopWorker):
         connections = self.ctx.connections
         for conn in list(connections):
             conn.sweep(now)
+        self.ctx.admit(now)
         if self.acceptor is not None:
             self.acceptor.sweep(now)
         self.set_active(len(connections))
@@ -138,6 +139,7 @@ class AsgiWorker(LoopWorker):
         if acceptor is not None:
             acceptor.close()
         connections = self.ctx.connections
+        self.ctx.admit(monotonic(), everyone=True)  # accepted: served, with Connection: close
         for conn in list(connections):
             conn.shutdown()
         budget = float(self.cfg.graceful_timeout)

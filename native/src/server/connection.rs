@@ -18,7 +18,6 @@ use tokio::sync::watch;
 
 use super::config::{HttpMode, ServerConfig};
 use super::exchange::ConnInfo;
-use super::room::Answer;
 use super::runtime::Shared;
 use super::service;
 use super::sniff::{sniff, Prefixed};
@@ -135,15 +134,13 @@ fn http2_settings(b: &mut auto::Http2Builder<'_, TokioExecutor>, cfg: &ServerCon
     }
 }
 
-/// `answer`: whether the worker serves the connection, or only tells it
-/// that it is full (full.rs).
+/// One connection, past its PROXY header and TLS handshake, in `proto`.
 pub async fn serve<T>(
     stream: T,
     conn: ConnInfo,
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
     proto: Proto,
-    answer: Answer,
 ) where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -163,9 +160,6 @@ pub async fn serve<T>(
             }
         }
     };
-    if answer == Answer::TooMany {
-        return super::full::refuse(Prefixed::new(prefix, stream), h2, &conn, &shared).await;
-    }
     if h2 {
         conn.set_h2();
         // Its streams are not tracked one by one: an HTTP/2 connection keeps its seat.

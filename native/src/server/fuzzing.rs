@@ -16,7 +16,6 @@ use tokio::sync::watch;
 use super::config::{Http2Config, HttpMode, RuntimeMode, ServerConfig};
 use super::connection::{serve, Builders, Proto};
 use super::exchange::{ConnInfo, Dispatch, Exchange, ExchangeBody, Reply};
-use super::room::Answer;
 use super::runtime::Shared;
 use super::websocket::{WsAnswer, WsConfig, WsExchange};
 
@@ -118,7 +117,7 @@ async fn exchange_bytes(input: &[u8], piece: usize, http: HttpMode) -> Vec<u8> {
     let (client, server) = tokio::io::duplex(256 * 1024);
     let conn = ConnInfo::new("127.0.0.1:1".into(), "127.0.0.1:2".into(), "http");
     let proto = Proto::pick(http, None);
-    let served = tokio::spawn(serve(server, conn, shared, stop_rx, proto, Answer::Serve));
+    let served = tokio::spawn(serve(server, conn, shared, stop_rx, proto));
     let (mut read, mut write) = tokio::io::split(client);
     let reader = tokio::spawn(async move {
         let mut answer = Vec::new();

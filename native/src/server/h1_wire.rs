@@ -85,9 +85,12 @@ impl<I: AsyncRead + AsyncWrite + Unpin + Send> Wire<I> {
         }
     }
 
-    /// False once the seat went to a newer connection.
-    fn seat_waits(&self, deadline: Option<Instant>) -> bool {
-        self.seat.as_ref().is_none_or(|seat| seat.wait(deadline))
+    /// Waiting on the client from `now`; false once the seat went to a
+    /// newer connection.
+    fn seat_waits(&self, now: Instant, deadline: Option<Instant>) -> bool {
+        self.seat
+            .as_ref()
+            .is_none_or(|seat| seat.wait(now, deadline))
     }
 
     /// False once the seat went to a newer connection.
@@ -146,8 +149,9 @@ impl<I: AsyncRead + AsyncWrite + Unpin + Send> Wire<I> {
         if self.eof {
             return false;
         }
-        let limit = idle.map(|d| Instant::now() + d);
-        self.seat_waits(limit) && self.wait_for_request(limit, stop).await
+        let now = Instant::now();
+        let limit = idle.map(|d| now + d);
+        self.seat_waits(now, limit) && self.wait_for_request(limit, stop).await
     }
 
     async fn wait_for_request(
@@ -182,8 +186,9 @@ impl<I: AsyncRead + AsyncWrite + Unpin + Send> Wire<I> {
     pub async fn read_head(&mut self, shared: &Shared) -> Result<(RequestHead, usize), Stop> {
         let cfg = &shared.config;
         let limits = cfg.limits();
-        let deadline = cfg.header_timeout.map(|d| Instant::now() + d);
-        if !self.seat_waits(deadline) {
+        let now = Instant::now();
+        let deadline = cfg.header_timeout.map(|d| now + d);
+        if !self.seat_waits(now, deadline) {
             return Err(Stop::Close);
         }
         loop {

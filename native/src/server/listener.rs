@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use super::connection::{self, Proto};
 use super::exchange::ConnInfo;
 use super::proxy_read::read_header;
-use super::room::{Admission, Answer};
+use super::room::{Admission, Room, Ticket};
 use super::runtime::{Held, Shared};
 use super::sniff::Prefixed;
 use super::tls;
@@ -47,7 +47,7 @@ fn pause_for(err: &io::Error) -> Option<Duration> {
 type Accepted<S> = (S, ConnInfo, Option<IpAddr>);
 
 /// A listening socket: what one accepted connection is, and who is on it.
-trait Accept: Send + 'static {
+trait Accept: Send + Sync + 'static {
     type Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static;
     fn accept(
         &self,
@@ -111,8 +111,15 @@ fn accept_loop<A: Accept>(listener: A, shared: Arc<Shared>, stop: watch::Receive
         let _accepting = accepting;
         let mut stop_rx = stop.clone();
         loop {
+            // At --worker-connections, newcomers wait in the backlog (room.rs).
+            let next = async {
+                if let Some(room) = &shared.room {
+                    room.vacancy().await;
+                }
+                listener.accept(shared.config.scheme).await
+            };
             tokio::select! {
-                accepted = listener.accept(shared.config.scheme) => match accepted {
+                accepted = next => match accepted {
                     Ok(accepted) => {
                         let open = shared.counters.connection();
                         tokio::spawn(run(accepted, shared.clone(), stop.clone(), open));
@@ -144,20 +151,43 @@ async fn run<S>(
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let Some(room) = shared.room.clone() else {
-        serve(accepted, shared, stop, Answer::Serve).await;
+        serve(accepted, shared, stop).await;
         drop(open);
         return;
     };
-    let cfg = &shared.config;
-    match room.admit(cfg.header_timeout.or(cfg.keepalive)) {
-        Admission::Full => serve(accepted, shared.clone(), stop, Answer::TooMany).await,
-        Admission::Seated(ticket) => {
+    match seat(&room, stop.clone()).await {
+        // Stopping before a seat came: served anyway, it was accepted.
+        None => serve(accepted, shared, stop).await,
+        Some(ticket) => {
+            // Looked at from now on: it may lose its seat once it waited GRACE.
+            let cfg = &shared.config;
+            let now = tokio::time::Instant::now();
+            let first = cfg.header_timeout.or(cfg.keepalive).map(|d| now + d);
+            ticket.seat.wait(now, first);
             accepted.1.seat = Some(ticket.seat.clone());
-            let connection = serve(accepted, shared.clone(), stop, Answer::Serve);
+            let connection = serve(accepted, shared.clone(), stop);
             ticket.seat.hold(connection).await;
         }
     }
     drop(open);
+}
+
+/// A seat for an accepted connection. The accept loop waited for one, but
+/// another loop may have taken it, or its waiting owner gone busy: then this
+/// connection waits, unread, as it would have in the backlog.
+async fn seat(room: &Arc<Room>, mut stop: watch::Receiver<bool>) -> Option<Ticket> {
+    loop {
+        if let Admission::Seated(ticket) = room.admit() {
+            return Some(ticket);
+        }
+        if *stop.borrow_and_update() {
+            return None;
+        }
+        tokio::select! {
+            () = room.vacancy() => {}
+            _ = stop.changed() => {}
+        }
+    }
 }
 
 /// The PROXY header if one is owed, the TLS handshake if the listeners
@@ -166,7 +196,6 @@ async fn serve<S>(
     (mut stream, mut info, peer): Accepted<S>,
     shared: Arc<Shared>,
     stop: watch::Receiver<bool>,
-    answer: Answer,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -191,15 +220,13 @@ async fn serve<S>(
     let stream = Prefixed::new(rest, stream);
     let mode = shared.config.http;
     match shared.tls.clone() {
-        None => {
-            connection::serve(stream, info, shared, stop, Proto::pick(mode, None), answer).await
-        }
+        None => connection::serve(stream, info, shared, stop, Proto::pick(mode, None)).await,
         Some(acceptor) => {
             if let Some(tls) = tls::handshake(acceptor, stream, shared.config.header_timeout).await
             {
                 let proto = Proto::pick(mode, tls::negotiated_h2(&tls));
                 info.tls = Some(tls::info(&tls));
-                connection::serve(tls, info, shared, stop, proto, answer).await;
+                connection::serve(tls, info, shared, stop, proto).await;
             }
         }
     }

@@ -12,7 +12,6 @@ mod config;
 mod connection;
 mod exchange;
 mod fin_watch;
-mod full;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 mod h1_direct;
