@@ -20,7 +20,9 @@ def test_one_soak_cycle_loses_nothing(start_server, any_worker, tmp_path):
     report = soak.finish()
     print(f"{any_worker}: {report.summary()}")
     assert report.requests > 0
-    assert not report.lost, f"{report.summary()}\n" + "\n".join(report.lost[:20])
+    # Every event with its time, and each kill's: a loss near one is judged by them.
+    timeline = [*report.events, *(f"{t:.3f} died {pid}" for pid, t in report.killed.items())]
+    assert not report.lost, "\n".join([report.summary(), *report.lost[:20], *sorted(timeline)])
     assert report.non_2xx == 0, report.summary()
     # Two kills on purpose (SIGKILL, and --timeout for the deadlocked worker).
     assert len(report.killed) == 2, report.events
