@@ -63,9 +63,8 @@ class HttpProtocol(asyncio.Protocol):
         # is being served: header_timeout for a head, keepalive when idle.
         self.deadline = _NEVER
         self.served = False  # has answered a request: idle then means keep-alive idle
+        # Since when it waits on its client: seated, or its last response done.
         self.idle_since = 0.0
-        # Since when it waits on its client (seated, or its last response done).
-        self.since = 0.0
         self.read_paused = False
         self.write_paused = False
         self._dispatching = False  # inside _next_request
@@ -95,11 +94,11 @@ class HttpProtocol(asyncio.Protocol):
         ctx = self.ctx
         ctx.connections.add(self)
         self.info = ConnectionInfo(ctx, self.transport, self.peer)
-        self.since = now = monotonic()
+        self.idle_since = now = monotonic()
         self.deadline = now + ctx.header_timeout
 
     def waiting(self) -> tuple[float, float] | None:
-        return (self.since, self.deadline) if self.cycle is None else None
+        return (self.idle_since, self.deadline) if self.cycle is None else None
 
     def connection_lost(self, exc: Exception | None) -> None:
         ctx = self.ctx
@@ -174,7 +173,7 @@ class HttpProtocol(asyncio.Protocol):
             self.close()
             return
         self.served = True
-        self.idle_since = self.since = now = monotonic()
+        self.idle_since = now = monotonic()
         self.deadline = now + (self.ctx.header_timeout if self.buf else self.ctx.keepalive)
         self.resume_reading()
         if self.buf:
