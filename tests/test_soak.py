@@ -26,7 +26,7 @@ def test_one_soak_cycle_loses_nothing(start_server, any_worker, tmp_path):
     assert report.non_2xx == 0, report.summary()
     # Two kills on purpose (SIGKILL, and --timeout for the deadlocked worker).
     assert len(report.killed) == 2, report.events
-    # The leak is bounded by recycling, not by luck.
+    # The leak is bounded by recycling, not by luck (but where no replacement could boot).
     assert report.recycled > 0, report.summary()
     assert report.max_rss_mib * 2**20 < RSS_BOUND, report.summary()
     assert soak.stop_server() in (0, None)
