@@ -47,6 +47,8 @@ def test_every_table_runs_and_reports(tmp_path: Path) -> None:
         for name, entry in point["servers"].items():
             # A point a server cannot run is skipped with its reason, never failed.
             assert entry["status"] in ("ok", "skipped"), (point["table"], name, entry["reason"])
+            # The server's CPU is read around every load, and serving one costs some.
+            assert all(run["server_cpu_s"] > 0 for run in entry["runs"]), (point["table"], name)
     rsgi = [p["servers"].get("supervise-rsgi", {}) for p in doc["points"]]
     assert all(e.get("status") == "ok" for e in rsgi), [e.get("reason") for e in rsgi]
 
@@ -59,5 +61,6 @@ def test_every_table_runs_and_reports(tmp_path: Path) -> None:
         "## Dimension (pinned): Python versions",
         "## Dimension (pinned): event loops",
         "## Dimension (pinned): runtime mode and threads",
+        "| Server CPU µs per request | Server cores busy |",
     ):
         assert heading in report, heading

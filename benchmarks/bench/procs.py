@@ -118,6 +118,26 @@ def tree_memory(root: int) -> dict[str, int]:
     return {"rss": rss * 1024, "pss": pss * 1024, "processes": len(pids)}
 
 
+def cpu_seconds(pids: Iterable[int]) -> dict[int, float]:
+    """User + system CPU seconds each live process of ``pids`` has used so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    used = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        used[pid] = (int(fields[11]) + int(fields[12])) / tick
+    return used
+
+
+def cpu_used(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds used between two ``cpu_seconds`` readings, by the processes in both
+    (one that left in between would otherwise make the sum shrink)."""
+    return sum(after[pid] - before[pid] for pid in before if pid in after)
+
+
 class MemorySampler(threading.Thread):
     """Keeps the peak tree memory while a load runs."""
 

@@ -16,6 +16,16 @@ def mib(memory: dict | None, key: str = "rss") -> str:
     return f"{memory[key] / MIB:.1f}" if memory else "—"
 
 
+def cpu_cells(run: dict) -> str:
+    """The server's CPU per request (per message for WebSockets), in µs, and the cores
+    it kept busy: a server using a whole core is CPU-bound and its µs say why it is
+    slower; one using less waits on something. "—" for runs from before it was read."""
+    used, wall = run.get("server_cpu_s"), run.get("server_cpu_wall_s")
+    if used is None or not wall or not run.get("requests"):
+        return "— | —"
+    return f"{used / run['requests'] * 1e6:.1f} | {used / wall:.2f}"
+
+
 def errors_cell(entry: dict) -> str:
     best = entry.get("best")
     if not best:
@@ -59,9 +69,10 @@ def scenario_table(point: dict) -> list[str]:
     middle = "Send msg/s | Receive msg/s" if broadcast else "Avg latency | Max latency"
     lines = [
         f"| Server | Version | {total} | {'Combined ' if broadcast else ''}{unit} "
-        f"| vs best peer, same interface | {middle} | RSS idle (MiB) | RSS load (MiB) "
-        "| Errors | Best at |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|---|--:|",
+        f"| vs best peer, same interface | {middle} | Server CPU µs per "
+        f"{'message' if point['protocol'] == 'ws' else 'request'} | Server cores busy "
+        "| RSS idle (MiB) | RSS load (MiB) | Errors | Best at |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|",
     ]
     for entry in ranked(point):
         best = entry["best"]
@@ -76,13 +87,13 @@ def scenario_table(point: dict) -> list[str]:
         lines.append(
             f"| {name_cell(entry)} | {entry['version']} | {num(best['requests'])} "
             f"| {num(best['rps'])}{bound} | {versus_best_peer(point, entry)} | {middle} "
-            f"| {mib(entry['memory_idle'])} | {mib(entry['memory_load'])} "
+            f"| {cpu_cells(best)} | {mib(entry['memory_idle'])} | {mib(entry['memory_load'])} "
             f"| {errors_cell(entry)} | {at} |"
         )
     for entry in point["servers"].values():
         if not entry.get("best"):
             lines.append(
-                f"| {name_cell(entry)} | {entry['version']} | — | — | — | — | — | — | — "
+                f"| {name_cell(entry)} | {entry['version']} | — | — | — | — | — | — | — | — | — "
                 f"| {entry['status']}: {entry['reason'][:120]} | — |"
             )
     return lines

@@ -128,10 +128,17 @@ def _run_server(point: Point, server: Server, ctx: Context, entry: dict, rnd: in
         for level in scenario.levels(ctx.levels):
             sampler = procs.MemorySampler(proc.pid)
             sampler.start()
+            pids = procs.tree_pids(proc.pid)
+            cpu_before, since = procs.cpu_seconds(pids), time.monotonic()
             load = loadgen.run(base, scenario, level, ctx.duration, load_cpus)
+            cpu_after, wall = procs.cpu_seconds(pids), time.monotonic() - since
             peak = sampler.finish()
             entry["memory_load"] = _max_memory(entry["memory_load"], peak)
             run = load.to_dict()
+            # The server's CPU per request says why a row is ahead or behind: a row
+            # that costs less CPU but is slower waits on something (a handoff, a lock).
+            run["server_cpu_s"] = procs.cpu_used(cpu_before, cpu_after)
+            run["server_cpu_wall_s"] = wall
             run["round"] = rnd
             entry["runs"].append(run)
             flag = "" if load.clean else f"  !! {_problems(run)}"
