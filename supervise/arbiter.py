@@ -11,6 +11,7 @@ is printed once and the old generation (or, at start, nobody) is left as is.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import random
 import signal
@@ -76,6 +77,7 @@ class Arbiter:
         self.signals = SignalQueue()
         self.pidfile: process.Pidfile | None = None
         self.worker_class: type[Worker] = load_worker_class(cfg.worker_class_str)
+        self.worker_class.import_in_master(cfg)
         self.num_workers = cfg.workers
         self.generation = 1
         self.serving_generation = 0  # the newest generation that was fully ready
@@ -256,6 +258,7 @@ class Arbiter:
             os.chdir(self.start_cwd)
             new_cfg = self.reload_config()
             new_class = load_worker_class(new_cfg.worker_class_str)
+            new_class.import_in_master(new_cfg)
         except (Exception, SystemExit) as exc:
             self._reload_refused(exc, "bad configuration")
             return
@@ -445,12 +448,18 @@ class Arbiter:
         # and the worker would serve on until SIGKILL. Blocked, the signal
         # waits for the worker's handlers (Worker._init_signals unblocks).
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, self.worker_class.SIGNALS)
+        # Frozen, the master's objects are out of the worker's garbage collections,
+        # which would otherwise write to every one of them and so copy every page
+        # they share with the master. The master unfreezes its own at once.
+        gc.freeze()
         try:
             pid = os.fork()
         except BaseException:
+            gc.unfreeze()
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             raise
         if pid:
+            gc.unfreeze()
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             slot.set_pid(pid)
             worker.pid = pid

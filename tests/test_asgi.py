@@ -585,3 +585,12 @@ def test_every_event_loop_serves(asgi, loop):
         assert conn.getresponse().read() == b"0011"
     conn.close()
     assert server.stop(signal.SIGTERM) == 0
+
+
+def test_the_master_imports_the_libraries_every_worker_would(start_server):
+    """uvloop and the WebSocket library are imported before the fork: the workers
+    share those pages instead of each loading a copy after it."""
+    server = start_server("-k", "asgi", "-w", "2", "--loop", "uvloop", "--ws", "websockets", APP)
+    mapped = Path(f"/proc/{server.pid}/maps").read_text()
+    assert "/uvloop/loop." in mapped
+    assert "/websockets/speedups." in mapped

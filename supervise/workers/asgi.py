@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import socket
 from time import monotonic
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from supervise.http.asgi_context import AsgiContext
 from supervise.http.asgi_http import HttpProtocol
@@ -35,6 +35,9 @@ from supervise.http.proxy_protocol import ProxyProtocol
 from supervise.workers.asgi_proxy import ProxyAcceptor
 from supervise.workers.base import APP_LOAD_ERROR, WORKER_BOOT_ERROR
 from supervise.workers.evloop import SHUTDOWN_SHARE, LoopWorker, cancel_remaining
+
+if TYPE_CHECKING:
+    from supervise.config import Config
 
 
 def ws_protocol_class(setting: str) -> Any:
@@ -50,6 +53,12 @@ class AsgiWorker(LoopWorker):
     interface = "asgi"
     # Set when --proxy-protocol is on: the worker then accepts itself (asgi_proxy.py).
     acceptor: ProxyAcceptor | None = None
+
+    @classmethod
+    def import_in_master(cls, cfg: Config) -> None:
+        super().import_in_master(cfg)
+        with contextlib.suppress(ImportError, RuntimeError):
+            ws_protocol_class(cfg.ws)
 
     def startup(self) -> None:
         cfg = self.cfg

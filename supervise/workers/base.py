@@ -284,6 +284,13 @@ class Worker:
             raise SystemExit(APP_LOAD_ERROR) from None
 
     @classmethod
+    def import_in_master(cls, cfg: Config) -> None:
+        """Import, in the master before it forks, the libraries every worker of this
+        class would otherwise import after fork (an event loop, a WebSocket
+        library), so that the workers share those pages instead of each holding a
+        copy. A library that fails to import is left to the worker, which says so."""
+
+    @classmethod
     def interface_for(cls, app: Any, cfg: Config) -> str:
         """The interface this class serves ``app`` with (the master asks too, before
         forking); AppLoadError, saying which ``-k`` fits, when it cannot serve it.

@@ -14,9 +14,12 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from supervise.workers.base import WORKER_BOOT_ERROR, Worker
+
+if TYPE_CHECKING:
+    from supervise.config import Config
 
 T = TypeVar("T")
 
@@ -25,8 +28,9 @@ T = TypeVar("T")
 SHUTDOWN_SHARE = 0.2
 
 
-def new_event_loop(name: str) -> asyncio.AbstractEventLoop:
-    """The loop --loop asks for; ImportError when its library is missing."""
+def loop_library(name: str) -> Any:
+    """The module whose ``new_event_loop`` --loop asks for: uvloop, rloop, or asyncio
+    (also for 'auto' without uvloop); ImportError when a named library is missing."""
     if name in ("auto", "uvloop"):
         try:
             import uvloop
@@ -34,12 +38,17 @@ def new_event_loop(name: str) -> asyncio.AbstractEventLoop:
             if name == "uvloop":
                 raise
         else:
-            return uvloop.new_event_loop()
+            return uvloop
     if name == "rloop":
         import rloop
 
-        return rloop.new_event_loop()
-    return asyncio.new_event_loop()
+        return rloop
+    return asyncio
+
+
+def new_event_loop(name: str) -> asyncio.AbstractEventLoop:
+    """The loop --loop asks for; ImportError when its library is missing."""
+    return loop_library(name).new_event_loop()
 
 
 class LoopWorker(Worker):
@@ -47,6 +56,11 @@ class LoopWorker(Worker):
 
     loop: asyncio.AbstractEventLoop
     stop_requested: asyncio.Future[None]
+
+    @classmethod
+    def import_in_master(cls, cfg: Config) -> None:
+        with contextlib.suppress(ImportError, RuntimeError):
+            loop_library(cfg.loop)
 
     def create_loop(self) -> asyncio.AbstractEventLoop:
         """The loop (``--loop``), current, with the worker's signals routed through it."""
