@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import codecs
 import logging
+import struct
 from typing import Any
 
 from websockets.exceptions import InvalidState, ProtocolError
@@ -34,6 +35,20 @@ _logger.setLevel(logging.WARNING)
 _TEXT, _BINARY, _CONT = Opcode.TEXT, Opcode.BINARY, Opcode.CONT
 _CLOSE, _PONG = Opcode.CLOSE, Opcode.PONG
 _Utf8Decoder = codecs.getincrementaldecoder("utf-8")
+_OPEN = State.OPEN
+_HEAD_16 = struct.Struct("!BBH").pack
+_HEAD_64 = struct.Struct("!BBQ").pack
+
+
+def _frame_head(first: int, payload: bytes) -> bytes:
+    """The head of a final, unmasked frame (RFC 6455 5.2): FIN and opcode, then the
+    length in 7 bits, or 126 and 16 bits, or 127 and 64 bits."""
+    size = len(payload)
+    if size < 126:
+        return bytes((first, size))
+    if size < 65536:
+        return _HEAD_16(first, 126, size)
+    return _HEAD_64(first, 127, size)
 
 
 class _ServerProtocol(ServerProtocol):
@@ -154,6 +169,14 @@ class WebsocketsProtocol(WebSocketProtocol):
 
     def _frame_message(self, data: str | bytes) -> bytes:
         ws = self._ws
+        if ws.state is _OPEN and not ws.extensions:
+            # A whole message, unmasked, no extension: two to ten bytes of head,
+            # written here. The library's own path (a Frame, checked, serialized,
+            # queued, then joined) was a fifth of a broadcasting worker's time.
+            if isinstance(data, str):
+                payload = data.encode()
+                return _frame_head(0x81, payload) + payload
+            return _frame_head(0x82, data) + data
         if isinstance(data, str):
             ws.send_text(data.encode())
         else:
