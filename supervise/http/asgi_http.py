@@ -70,11 +70,13 @@ class HttpProtocol(asyncio.Protocol):
         self._dispatching = False  # inside _next_request
         self._again = False
         self._drained: asyncio.Future[None] | None = None
+        ctx.arriving[self] = monotonic()
 
     # -- asyncio callbacks -----------------------------------------------------
     def connection_made(self, transport: Any) -> None:  # type: ignore[override]
         ctx = self.ctx
         self.transport = transport
+        ctx.arriving.pop(self, None)
         if ctx.queued or not ctx.has_slot(monotonic()):
             # Full: it waits unread, in turn, for a slot (asgi_context.py).
             transport.pause_reading()

@@ -134,6 +134,7 @@ class AsgiWorker(LoopWorker):
         for conn in list(connections):
             conn.sweep(now)
         self.ctx.admit(now)
+        self.ctx.forget_arrivals(now)
         if self.acceptor is not None:
             self.acceptor.sweep(now)
         self.set_active(len(connections))
@@ -153,8 +154,9 @@ class AsgiWorker(LoopWorker):
             conn.shutdown()
         budget = float(self.cfg.graceful_timeout)
         deadline = monotonic() + budget * (1 - SHUTDOWN_SHARE)
+        ctx = self.ctx
         while (
-            connections or self.ctx.in_flight or (acceptor is not None and acceptor.busy)
+            connections or ctx.arriving or ctx.in_flight or (acceptor is not None and acceptor.busy)
         ) and monotonic() < deadline:
             await asyncio.sleep(0.05)
         if acceptor is not None:
