@@ -120,15 +120,17 @@ def test_https_request_verified_against_the_ca(start_server, pki):
     assert headers["connection"] == "close"
 
 
-def test_bodies_and_files_over_tls(start_server, pki, tmp_path):
-    server = start_tls(start_server, pki, f"{APP}:echo")
+@pytest.mark.parametrize("worker", ["sync", "native"])
+def test_bodies_and_files_over_tls(start_server, pki, tmp_path, worker):
+    """Files over TLS cannot go by sendfile: the engine reads and writes them."""
+    server = start_tls(start_server, pki, "-k", worker, f"{APP}:echo")
     payload = b"0123456789abcdef" * 20_000  # 320 kB: many TLS records both ways
     status, _, body = https_get(server, client_context(pki), "/?mode=read", "POST", payload)
     assert status == 200
     assert json.loads(body)["parts"] == [payload.decode()]
     data = bytes(range(256)) * 1000
     (tmp_path / "f.bin").write_bytes(data)
-    files = start_tls(start_server, pki, f"{APP}:files")
+    files = start_tls(start_server, pki, "-k", worker, f"{APP}:files")
     status, headers, body = https_get(files, client_context(pki), f"/?path={tmp_path / 'f.bin'}")
     assert (status, headers["content-length"], body) == (200, str(len(data)), data)
 

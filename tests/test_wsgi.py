@@ -408,6 +408,16 @@ def test_file_wrapper(start_server, tmp_path, sendfile):
     )
     assert headers["content-length"] == [str(len(data))]
     assert body == b""
+    # A Content-Length past the file's end: what the file has, then the close
+    # (kept alive, the client would wait for the rest; a timeout fails here).
+    with server.connect(5.0) as sock:
+        sock.sendall(
+            f"GET /?path={path}&length={len(data) + 10} HTTP/1.1\r\nHost: t\r\n\r\n".encode()
+        )
+        got = b""
+        while chunk := sock.recv(65536):
+            got += chunk
+    assert got.endswith(b"\r\n\r\n" + data)
 
 
 # --------------------------------------------------------------------------- errors

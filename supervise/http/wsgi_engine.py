@@ -84,6 +84,7 @@ def wsgi_app(worker: Worker, *, multithread: bool) -> _native.WsgiApp:
         finished=_finished(worker),
         proxy=_proxy(ProxyRules(cfg)),
         body_timeout=float(cfg.body_timeout or 0),
+        sendfile=bool(cfg.sendfile),
     )
 
 

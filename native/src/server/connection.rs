@@ -4,6 +4,7 @@
 //! HTTP/1.1) and the graceful stop.
 
 use std::io;
+use std::os::fd::BorrowedFd;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use tokio::sync::watch;
 use super::config::{HttpMode, ServerConfig};
 use super::exchange::ConnInfo;
 use super::runtime::Shared;
+use super::send_file::SendFile;
 use super::service;
 use super::sniff::{sniff, Prefixed};
 use super::strict_io::StrictIo;
@@ -142,7 +144,7 @@ pub async fn serve<T>(
     mut stop: watch::Receiver<bool>,
     proto: Proto,
 ) where
-    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    T: AsyncRead + AsyncWrite + SendFile + Unpin + Send + 'static,
 {
     let conn = Arc::new(conn);
     let mut stream = Counted {
@@ -328,6 +330,29 @@ impl<T: AsyncRead + Unpin> AsyncRead for Counted<T> {
             this.conn.read_bytes.fetch_add(n as u64, Ordering::Relaxed);
         }
         res
+    }
+}
+
+impl<T: SendFile + Unpin> SendFile for Counted<T> {
+    fn sends_files(&self) -> bool {
+        self.inner.sends_files()
+    }
+
+    fn poll_send_file(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        file: BorrowedFd<'_>,
+        len: usize,
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_send_file(cx, file, len)
+    }
+
+    fn poll_send_more(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_send_more(cx, buf)
     }
 }
 

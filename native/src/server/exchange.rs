@@ -8,6 +8,8 @@ use hyper::body::Incoming;
 use hyper::{HeaderMap, StatusCode};
 use tokio::sync::{mpsc, oneshot};
 
+use super::SendFile;
+
 /// Per connection, shared by its requests.
 #[derive(Debug)]
 pub struct ConnInfo {
@@ -163,8 +165,8 @@ pub trait Dispatch: Send + Sync {
 
 /// A connection's byte stream, whatever lies under it (TCP, unix, TLS).
 pub type BoxIo = std::pin::Pin<Box<dyn ReadWrite>>;
-pub trait ReadWrite: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send {}
-impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send> ReadWrite for T {}
+pub trait ReadWrite: tokio::io::AsyncRead + tokio::io::AsyncWrite + SendFile + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + SendFile + Send> ReadWrite for T {}
 pub type Served = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// The answer to one request.

@@ -15,6 +15,7 @@ use super::exchange::ConnInfo;
 use super::proxy_read::read_header;
 use super::room::{Admission, Room, Ticket};
 use super::runtime::{Held, Shared};
+use super::send_file::SendFile;
 use super::sniff::Prefixed;
 use super::tls;
 
@@ -48,7 +49,7 @@ type Accepted<S> = (S, ConnInfo, Option<IpAddr>);
 
 /// A listening socket: what one accepted connection is, and who is on it.
 trait Accept: Send + Sync + 'static {
-    type Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static;
+    type Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + SendFile + Unpin + Send + 'static;
     fn accept(
         &self,
         scheme: &'static str,
@@ -148,7 +149,7 @@ async fn run<S>(
     stop: watch::Receiver<bool>,
     open: Held,
 ) where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + SendFile + Unpin + Send + 'static,
 {
     let Some(room) = shared.room.clone() else {
         serve(accepted, shared, stop).await;
@@ -197,7 +198,7 @@ async fn serve<S>(
     shared: Arc<Shared>,
     stop: watch::Receiver<bool>,
 ) where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + SendFile + Unpin + Send + 'static,
 {
     // Always wrapped, so that one instance of the server's code serves both
     // settings; with nothing to hand back a read costs one length check.

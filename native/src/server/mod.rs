@@ -22,6 +22,7 @@ mod reply_batch;
 mod room;
 mod runtime;
 mod sched;
+mod send_file;
 mod service;
 mod sniff;
 mod strict;
@@ -40,6 +41,7 @@ pub use exchange::{
 pub use fin_watch::client_fin;
 pub use reply_batch::{batch_on_this_thread, flush as flush_replies, new_round, stop_batching};
 pub use runtime::{Server, Shared};
+pub use send_file::SendFile;
 pub use tls::{load as load_tls, ClientAuth, TlsFiles};
 pub use websocket::{WsAccept, WsAnswer, WsConfig, WsExchange};
 pub use ws_session::{WsIn, WsInbox};

@@ -9,6 +9,7 @@
 //! it brought is handed to hyper whole.
 
 use std::io;
+use std::os::fd::BorrowedFd;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -17,6 +18,8 @@ use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::sync::watch;
 use tokio::time::Instant;
+
+use super::send_file::SendFile;
 
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// hyper's first read is this large too.
@@ -101,6 +104,30 @@ impl<T: AsyncRead + Unpin> AsyncRead for Prefixed<T> {
             return Poll::Ready(Ok(()));
         }
         Pin::new(&mut this.inner).poll_read(cx, buf)
+    }
+}
+
+/// The prefix is what was read ahead: writes, files too, go straight through.
+impl<T: SendFile + Unpin> SendFile for Prefixed<T> {
+    fn sends_files(&self) -> bool {
+        self.inner.sends_files()
+    }
+
+    fn poll_send_file(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        file: BorrowedFd<'_>,
+        len: usize,
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_send_file(cx, file, len)
+    }
+
+    fn poll_send_more(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_send_more(cx, buf)
     }
 }
 

@@ -24,13 +24,17 @@ pub struct WsgiApp {
     pub proxy: Option<Py<PyAny>>,
     /// `--body-timeout`: the longest wait for more of a request body (0: none).
     pub body_timeout: f64,
+    /// `--no-sendfile` turns sendfile(2) off for `file_wrapper` files.
+    pub sendfile: bool,
 }
 
 #[pymethods]
 impl WsgiApp {
     #[new]
+    // Keyword-only from Python (wsgi_engine.py), one per part of serving.
+    #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (*, app, base, file_wrapper, on_error, finished = None, proxy = None,
-        body_timeout = 0.0))]
+        body_timeout = 0.0, sendfile = true))]
     fn new(
         app: Py<PyAny>,
         base: Py<PyDict>,
@@ -39,9 +43,11 @@ impl WsgiApp {
         finished: Option<Py<PyAny>>,
         proxy: Option<Py<PyAny>>,
         body_timeout: f64,
+        sendfile: bool,
     ) -> Self {
         WsgiApp {
             body_timeout,
+            sendfile,
             app,
             base,
             file_wrapper,

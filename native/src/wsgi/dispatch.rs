@@ -41,6 +41,8 @@ pub(super) struct Engine {
     pub finished: Option<Py<PyAny>>,
     proxy: Option<Py<PyAny>>,
     body_timeout: Option<Duration>,
+    /// `--no-sendfile` off: files go by sendfile(2) where the socket allows.
+    pub sendfile: bool,
     pub clock: Arc<AppClock>,
 }
 
@@ -62,6 +64,7 @@ impl WsgiDispatch {
             proxy: app.proxy.as_ref().map(|f| f.clone_ref(py)),
             body_timeout: (app.body_timeout > 0.0)
                 .then(|| Duration::from_secs_f64(app.body_timeout)),
+            sendfile: app.sendfile,
             clock,
         }))
     }

@@ -224,7 +224,7 @@ async fn answer(
         }
         Produced::File(file, len) => {
             let call = call.expect("a file answer has a call");
-            let sent = send_file(&mut c.wire, &framed, file, len).await;
+            let sent = send_file(&mut c.wire, &framed, file, len, engine.sendfile).await;
             let ok = sent.is_ok();
             let sent = sent.unwrap_or(0);
             Python::attach(|py| {
@@ -232,7 +232,9 @@ async fn answer(
                 engine.done(py, &call, status, sent);
                 drop(call);
             });
-            ok && framed.keep_alive
+            // A Content-Length past the file's end: the client waits for
+            // bytes that never come, so the connection cannot go on.
+            ok && framed.keep_alive && framed.complete(sent)
         }
         Produced::Stream(pump, first) => {
             let call = call.expect("a streamed answer has a call");

@@ -118,15 +118,29 @@ pub(super) async fn stream(
     complete && framed.keep_alive && left.is_none_or(|n| n == 0)
 }
 
-/// A regular file, read on this thread (body.rs says why) after the head.
+/// A regular file after the head: by sendfile(2) on a plain socket, else
+/// read on this thread (body.rs says why) and written.
 pub(super) async fn send_file(
     c: &mut Wire,
     framed: &ResponseHead,
-    mut file: std::fs::File,
+    file: std::fs::File,
     len: u64,
+    sendfile: bool,
+) -> io::Result<u64> {
+    let left = framed.framing.limit().map_or(len, |n| len.min(n));
+    if sendfile && left > 0 && c.sends_files() {
+        return c.send_file(&framed.bytes, &file, left).await;
+    }
+    copy_file(c, framed, file, left).await
+}
+
+async fn copy_file(
+    c: &mut Wire,
+    framed: &ResponseHead,
+    mut file: std::fs::File,
+    mut left: u64,
 ) -> io::Result<u64> {
     use std::io::Read;
-    let mut left = framed.framing.limit().map_or(len, |n| len.min(n));
     let mut buf = vec![0u8; (left as usize).clamp(1, FILE_CHUNK)];
     let first = (left as usize).min(buf.len());
     let n = file.read(&mut buf[..first])?;

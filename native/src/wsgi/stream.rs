@@ -4,7 +4,7 @@
 //! through a small channel, so a slow client holds back the iteration
 //! (backpressure) and a client that left ends it.
 
-use std::io::{Seek, SeekFrom};
+use std::io::Seek;
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
@@ -168,9 +168,6 @@ pub(super) fn file(
     }
     let size = meta.len().saturating_sub(offset);
     let len = start.length.map_or(size, |n| n.min(size));
-    if file.seek(SeekFrom::Start(offset)).is_err() {
-        return Ok(None);
-    }
     start.committed = true;
     Ok(Some((file, len)))
 }
