@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 
 from conftest import read_until_closed
 
@@ -125,3 +126,35 @@ def test_graceful_stop_serves_a_head_still_on_its_way(start_server):
         assert read_until_closed(silent) == b""
     assert raw.startswith(b"HTTP/1.1 200 ")
     assert server.proc.wait(30) == 0
+
+
+def test_worker_connections_serves_clients_that_connect_first_and_send_later(start_server):
+    """A pool that opens its connections, then sends on each: at
+    worker_connections heads on their way, the worker stops accepting (the
+    rest wait in the backlog) rather than close a connection that connected
+    a moment ago, whose request may be on the wire. Only a head that has
+    waited 1 s may go to make room (the asgi worker's and the engine's rule)."""
+    server = start_server(f"{APP}:hello", "-w", "1", "--worker-connections", "2")
+    socks = [server.connect(timeout=20) for _ in range(8)]
+    try:
+        for i, sock in enumerate(socks):
+            sock.sendall(f"GET /{i} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+        answers = [read_until_closed(sock) for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+    assert [a.split(b"\r\n", 1)[0] for a in answers] == [b"HTTP/1.1 200 OK"] * 8
+
+
+def test_worker_connections_still_makes_room_against_a_slowloris(start_server):
+    """Heads that have waited past the grace do give their place to a newcomer."""
+    server = start_server(f"{APP}:hello", "-w", "1", "--worker-connections", "2")
+    idle = [server.connect(timeout=20) for _ in range(2)]
+    try:
+        for sock in idle:
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: t\r\nX-Slow: ")
+        time.sleep(1.5)
+        assert server.get("/")[0] == 200  # one slow head closed for it
+    finally:
+        for sock in idle:
+            sock.close()

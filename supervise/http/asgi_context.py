@@ -14,14 +14,10 @@ from typing import Any, Protocol
 
 from supervise._native import RequestParser
 from supervise.http.proxy import ProxyRules
-from supervise.http.state import ServeState
+from supervise.http.state import MAKE_ROOM_GRACE, ServeState
 from supervise.tls import server_certificate
 
 _NEVER = float("inf")
-# How long a connection waits on its client before its slot may go to a
-# newcomer at worker_connections: one that just connected, or just got its
-# response, may have its request on the wire (the Rust server's rule too).
-MAKE_ROOM_GRACE = 1.0
 
 
 class AsgiConnection(Protocol):

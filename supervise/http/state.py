@@ -16,6 +16,12 @@ from __future__ import annotations
 # what makes that a client idle by choice, not one held up by its machine.
 IDLE_GRACE_ON_STOP = 1.0
 
+# How long a connection waits on its client before its place under
+# worker_connections may go to a newcomer: one that just connected, or just
+# got its response, may have its request on the wire. Every worker (and the
+# Rust server's room.rs) follows it.
+MAKE_ROOM_GRACE = 1.0
+
 
 class ServeState:
     """Shared by every connection of one worker process."""

@@ -52,7 +52,8 @@ class SyncWorker(SocketWorker):
         try:
             while self.alive:
                 self.notify()
-                for fd, _ in poller.poll(interval):
+                wait = interval if heads is None else _pace_accepting(heads, poller, interval)
+                for fd, _ in poller.poll(wait):
                     if fd == self.wakeup_fd:
                         self.drain_wakeup()
                     elif fd in targets:
@@ -78,8 +79,7 @@ class SyncWorker(SocketWorker):
         interval: float,
     ) -> None:
         """Stopping: no more accepting, but the heads already on their way are served."""
-        for fd in targets:
-            poller.unwatch(fd)
+        poller.listen(False)
 
         def poll(seconds: float) -> list[int]:
             self.notify()
@@ -103,8 +103,9 @@ class SyncWorker(SocketWorker):
         """Serve until the backlog is empty (or a stop is asked), without waiting
         in between: under load that saves a poll per request."""
         active = False
+        more = self._alive if heads is None else lambda: self.alive and not heads.full()
         try:
-            for sock, addr in self.accepted(listener, more=lambda: self.alive):
+            for sock, addr in self.accepted(listener, more=more):
                 if not active:
                     active = True
                     self.set_active(1)
@@ -119,6 +120,9 @@ class SyncWorker(SocketWorker):
         finally:
             if active:
                 self.set_active(0)
+
+    def _alive(self) -> bool:
+        return self.alive
 
     def _serve_ready(self, handler: WSGIHandler, conn: Connection, req: Any) -> None:
         """Serve a request whose head has arrived, then close its connection."""
@@ -160,6 +164,16 @@ class SyncWorker(SocketWorker):
             conn.close()
 
 
+def _pace_accepting(heads: PendingHeads, poller: _Poller, interval: float) -> float:
+    """Listen only while a new head would have a place; the poll's timeout, so
+    that the loop wakes when the oldest head may give its place away."""
+    full = heads.full()
+    poller.listen(not full)
+    if not full:
+        return interval
+    return min(interval, max(0.0, heads.room_at() - monotonic()))
+
+
 class _Poller:
     """poll(timeout_seconds) -> [(fd, events)] over the listeners, the wake-up
     pipe and the connections whose head is on its way (watch/unwatch).
@@ -170,25 +184,40 @@ class _Poller:
     """
 
     def __init__(self, fds: list[int], wakeup_fd: int) -> None:
+        self._listeners = fds
+        self._listening = True
         if hasattr(select, "epoll"):
             ep = select.epoll()
-            exclusive = getattr(select, "EPOLLEXCLUSIVE", 0)
-            for fd in fds:
-                try:
-                    ep.register(fd, select.EPOLLIN | exclusive)
-                except OSError:  # kernels before 4.5 refuse EPOLLEXCLUSIVE
-                    ep.register(fd, select.EPOLLIN)
-            ep.register(wakeup_fd, select.EPOLLIN)
             self.poll = ep.poll
             self._register, self.unwatch = ep.register, ep.unregister
             self._events = select.EPOLLIN
+            self._exclusive = getattr(select, "EPOLLEXCLUSIVE", 0)
+        else:
+            poller = select.poll()
+            self.poll = lambda timeout: poller.poll(timeout * 1000.0)
+            self._register, self.unwatch = poller.register, poller.unregister
+            self._events = select.POLLIN
+            self._exclusive = 0
+        self._watch_listeners()
+        self._register(wakeup_fd, self._events)
+
+    def _watch_listeners(self) -> None:
+        for fd in self._listeners:
+            try:
+                self._register(fd, self._events | self._exclusive)
+            except OSError:  # kernels before 4.5 refuse EPOLLEXCLUSIVE
+                self._register(fd, self._events)
+
+    def listen(self, on: bool) -> None:
+        """Watch the listeners or not (a full waiting room, a stop)."""
+        if on == self._listening:
             return
-        poller = select.poll()
-        for fd in [*fds, wakeup_fd]:
-            poller.register(fd, select.POLLIN)
-        self.poll = lambda timeout: poller.poll(timeout * 1000.0)
-        self._register, self.unwatch = poller.register, poller.unregister
-        self._events = select.POLLIN
+        self._listening = on
+        if on:
+            self._watch_listeners()
+        else:
+            for fd in self._listeners:
+                self.unwatch(fd)
 
     def watch(self, fd: int) -> None:
         self._register(fd, self._events)

@@ -7,8 +7,12 @@ reads heads without waiting: a connection whose head is complete on arrival
 is served at once (the usual case, and the same cost as before), the others
 wait here, watched by the worker's poll, and are served as soon as their head
 is complete. Past header_timeout they get a 408 (or are closed when silent).
-At worker_connections waiting heads, the oldest one is closed to make room:
-a client that has not sent its head in all that time is the likeliest attacker.
+At worker_connections waiting heads, the oldest one is closed to make room
+once it has waited MAKE_ROOM_GRACE (a client that has not sent its head in
+all that time is the likeliest attacker); until then the worker stops
+accepting (``full``) and newcomers wait in the backlog. Closing a head that
+had just connected cut requests that were on the wire: eight clients that
+connect, then send, at a cap of 2, lost six.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any
 from supervise._native import ParseError
 from supervise.http.connection import HEAD_PENDING, Connection
 from supervise.http.errors import ClientError
-from supervise.http.state import IDLE_GRACE_ON_STOP
+from supervise.http.state import IDLE_GRACE_ON_STOP, MAKE_ROOM_GRACE
 
 
 class PendingHeads:
@@ -51,13 +55,23 @@ class PendingHeads:
     def __contains__(self, fd: int) -> bool:
         return fd in self._waiting
 
+    def full(self) -> bool:
+        """At the limit, with no head old enough to give its place away: accept
+        no more for now."""
+        return len(self._waiting) >= self._limit and self.room_at() > monotonic()
+
+    def room_at(self) -> float:
+        """When the oldest waiting head may give its place away."""
+        _, deadline = next(iter(self._waiting.values()))
+        return deadline - self._timeout + MAKE_ROOM_GRACE
+
     def offer(self, conn: Connection) -> Any:
         """A newly accepted connection: its request when the head is already
         complete, else None (the connection waits here, or was answered and
         closed)."""
         got = self._read(conn)
         if got is HEAD_PENDING:
-            if len(self._waiting) >= self._limit:
+            if len(self._waiting) >= self._limit and self.room_at() <= monotonic():
                 self._drop(next(iter(self._waiting)), timed_out=False)
             fd = conn.sock.fileno()
             self._waiting[fd] = (conn, monotonic() + self._timeout)
