@@ -65,7 +65,7 @@ class SyncWorker(SocketWorker):
                 if heads:
                     heads.expire()
             if heads:
-                self._drain_heads(handler, heads, poller, targets, interval)
+                self._drain_heads(handler, heads, poller, interval)
         finally:
             if heads is not None:
                 heads.close_all()
@@ -75,7 +75,6 @@ class SyncWorker(SocketWorker):
         handler: WSGIHandler,
         heads: PendingHeads,
         poller: _Poller,
-        targets: dict,
         interval: float,
     ) -> None:
         """Stopping: no more accepting, but the heads already on their way are served."""

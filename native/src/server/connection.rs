@@ -4,7 +4,6 @@
 //! HTTP/1.1) and the graceful stop.
 
 use std::io;
-use std::os::fd::BorrowedFd;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -334,26 +333,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for Counted<T> {
 }
 
 impl<T: SendFile + Unpin> SendFile for Counted<T> {
-    fn sends_files(&self) -> bool {
-        self.inner.sends_files()
-    }
-
-    fn poll_send_file(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        file: BorrowedFd<'_>,
-        len: usize,
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_send_file(cx, file, len)
-    }
-
-    fn poll_send_more(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_send_more(cx, buf)
-    }
+    send_file_through!();
 }
 
 impl<T: AsyncWrite + Unpin> AsyncWrite for Counted<T> {

@@ -9,7 +9,6 @@
 //! it brought is handed to hyper whole.
 
 use std::io;
-use std::os::fd::BorrowedFd;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -109,26 +108,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for Prefixed<T> {
 
 /// The prefix is what was read ahead: writes, files too, go straight through.
 impl<T: SendFile + Unpin> SendFile for Prefixed<T> {
-    fn sends_files(&self) -> bool {
-        self.inner.sends_files()
-    }
-
-    fn poll_send_file(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        file: BorrowedFd<'_>,
-        len: usize,
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_send_file(cx, file, len)
-    }
-
-    fn poll_send_more(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_send_more(cx, buf)
-    }
+    send_file_through!();
 }
 
 impl<T: AsyncWrite + Unpin> AsyncWrite for Prefixed<T> {
