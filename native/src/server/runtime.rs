@@ -38,6 +38,10 @@ impl Counters {
     pub fn connection(self: &Arc<Self>) -> Held {
         Held::new(self.clone(), |c| &c.connections)
     }
+    /// Connections open now, from their accept.
+    pub fn open(&self) -> usize {
+        self.connections.load(Ordering::Relaxed)
+    }
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Relaxed)
     }
