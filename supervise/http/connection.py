@@ -63,6 +63,12 @@ class Connection:
     # Replaceable by a worker with its own scheduler: (sock, write, timeout) -> ready.
     wait: Callable[[Any, bool, float | None], bool] = staticmethod(wait_io)
 
+    @staticmethod
+    def before_response() -> None:
+        """Called once per response, before its head is sent. A worker whose
+        scheduler serves many connections in one turn (gevent) lets the others
+        answer first, so that one turn's responses leave together."""
+
     def __init__(
         self, sock: socket.socket, environ: dict, trusted: bool, send_timeout: float | None
     ) -> None:

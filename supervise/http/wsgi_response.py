@@ -116,6 +116,7 @@ class Response:
         status = self.status
         if status is None:
             raise AssertionError("the application did not call start_response()")
+        self._conn.before_response()
         if self._state.stopping:
             self.keep_alive = False
         head, length, chunked, keep_alive = response_head(
