@@ -119,6 +119,35 @@ def test_pipelined_requests_are_answered_in_order(start_server, keepalive_worker
     assert [headers.get("connection") for _, headers, _ in answers] == [None] * 5 + ["close"]
 
 
+def test_requests_arriving_together_on_many_connections_are_answered_in_order(
+    start_server, keepalive_worker
+):
+    # The workers hold a response back until the other requests of the same
+    # poll have run (gthread, gevent, native): nothing may be lost, reordered
+    # or left behind a close, with pipelined requests and a close in the batch.
+    server = start_server("-k", keepalive_worker, "--threads", "4", f"{APPS}:path")
+    socks = [server.connect() for _ in range(32)]
+    try:
+        clients = [Client(sock) for sock in socks]
+        for round_ in range(3):
+            last = round_ == 2
+            for n, sock in enumerate(socks):
+                closing = last and n % 2 == 1
+                tail = b"Connection: close\r\n" if closing else b""
+                sock.sendall(
+                    b"GET /%d-%d-a HTTP/1.1\r\nHost: t\r\n\r\n" % (round_, n)
+                    + b"GET /%d-%d-b HTTP/1.1\r\nHost: t\r\n%s\r\n" % (round_, n, tail)
+                )
+            for n, client in enumerate(clients):
+                bodies = [client.response()[2].split()[0] for _ in range(2)]
+                assert bodies == [b"/%d-%d-a" % (round_, n), b"/%d-%d-b" % (round_, n)]
+                if last and n % 2 == 1:
+                    assert client.closed_by_server()
+    finally:
+        for sock in socks:
+            sock.close()
+
+
 def test_connection_close_is_honoured(start_server, keepalive_worker):
     server = start_server("-k", keepalive_worker, f"{APPS}:path")
     with server.connect() as sock:

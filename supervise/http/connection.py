@@ -212,6 +212,10 @@ class Connection:
         if sent < len(data):
             self._send_rest(data, sent)
 
+    # A whole response in one piece (``Response.send_whole``). A worker that
+    # serves several connections per poll may hold it back (gthread).
+    send_last = sendall
+
     def _send_rest(self, data: bytes, sent: int) -> None:
         view = memoryview(data)
         total = len(data)

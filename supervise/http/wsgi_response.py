@@ -188,17 +188,17 @@ class Response:
         head = self._head(n)
         self.head_sent = True
         if not n or not self._body:
-            self._conn.sendall(head)
+            self._conn.send_last(head)
             if self._body and self._length > 0:
                 self.keep_alive = False  # announced a body it did not send
             return
         if self._chunked:  # not expected (the length is known), but keep the framing right
-            self._conn.sendall(b"".join((head, b"%x\r\n" % n, data, b"\r\n", _LAST_CHUNK)))
+            self._conn.send_last(b"".join((head, b"%x\r\n" % n, data, b"\r\n", _LAST_CHUNK)))
         else:
             if 0 <= self._length < n:
                 data = data[: self._length]
                 n = self._length
-            self._conn.sendall(head + data)
+            self._conn.send_last(head + data)
             if n < self._length:
                 self.keep_alive = False
         self.sent = n

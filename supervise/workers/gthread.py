@@ -41,7 +41,7 @@ from typing import Any, ClassVar
 
 from supervise._native import ParseError, Relay
 from supervise.http.connection import HEAD_RECV_SIZE, Connection
-from supervise.http.errors import error_response
+from supervise.http.errors import ClientError, error_response
 from supervise.http.proxy_protocol import HeaderReader, ProxyRejected, log_rejected
 from supervise.http.wsgi import WSGIHandler
 from supervise.workers.accepting import SocketWorker
@@ -53,6 +53,49 @@ from supervise.workers.gthread_pollers import POLL_BATCH, _Epoll, _Poll
 # for apps that wait on I/O; the waiting thread wakes about this often while
 # requests keep coming, so it costs CPU. Chosen by measurement: docs/internals.md.
 SWITCH_AFTER = 0.001
+
+
+# The largest whole response that may wait for the rest of its poll (see
+# _HoldingConnection); a larger one is sent at once.
+HOLD_AT_MOST = 64 * 1024
+
+
+class _HoldingConnection(Connection):
+    """A connection whose whole response may wait, in ``held``, until the
+    leader has run the other requests of the same poll; then that poll's
+    responses leave one after the other. Each write wakes its reader: a client
+    on the same host, woken once per response across cores, cost the worker
+    more than holding (figures: docs/internals.md, "The gthread worker")."""
+
+    __slots__ = ("held", "may_hold")
+
+    def __init__(self, sock: Any, environ: dict, trusted: bool, send_timeout: float | None) -> None:
+        super().__init__(sock, environ, trusted, send_timeout)
+        self.held = b""
+        self.may_hold = False  # set by the leader per request: more of its poll waits
+
+    def send_last(self, data: bytes) -> None:
+        if self.may_hold and not self.held and len(data) <= HOLD_AT_MOST:
+            self.held = data
+        else:
+            self.sendall(data)
+
+    def sendall(self, data: bytes) -> None:
+        if self.held:  # what was held goes first (a pipelined request's answer)
+            data = self.held + data
+            self.held = b""
+        Connection.sendall(self, data)
+
+    def release(self) -> None:
+        """Send what was held (ClientDisconnected, ClientTimeout as sendall)."""
+        if self.held:
+            self.sendall(b"")
+
+    def close(self) -> None:
+        if self.held:
+            with contextlib.suppress(ClientError):
+                self.release()
+        super().close()
 
 
 class _BadHead:
@@ -90,6 +133,7 @@ class ThreadWorker(SocketWorker):
     def run(self) -> None:
         cfg = self.cfg
         self.handler = handler = WSGIHandler(self, multithread=cfg.threads > 1)
+        handler.connection_class = _HoldingConnection
         self.parse = handler.parse
         self.clients: dict[int, _Client] = {}
         # Reported by the poller and not handled yet. Only the leader takes from
@@ -232,6 +276,15 @@ class ThreadWorker(SocketWorker):
 
     def _lead(self, index: int) -> None:
         """Poll and serve until another thread takes the lead or the worker is done."""
+        # Connections served from this poll whose response is held back: sent,
+        # then parked, before the next poll or when this thread stops leading.
+        holding: list[_Client] = []
+        try:
+            self._lead_holding(index, holding)
+        finally:
+            self._release(holding)
+
+    def _lead_holding(self, index: int, holding: list[_Client]) -> None:
         ready = self.ready
         clients = self.clients
         targets = self.targets
@@ -241,6 +294,8 @@ class ThreadWorker(SocketWorker):
         tick = self.tick
         while not self.finished:
             if not ready:
+                if holding:
+                    self._release(holding)
                 if self.unlistened and not self.listeners_gone:
                     self._listeners_gone()  # what was polled with them is handled
                 events = poll(0)
@@ -262,7 +317,7 @@ class ThreadWorker(SocketWorker):
                 if head is None:
                     continue
                 relay.serve()
-                self._serve(client, index, head)
+                self._serve(client, index, head, holding)
                 if not relay.keep_lead():
                     return
             elif fd in targets:
@@ -426,11 +481,13 @@ class ThreadWorker(SocketWorker):
         except ParseError:
             return _BadHead  # handle() parses it again and answers the error
 
-    def _serve(self, client: _Client, index: int, head: Any) -> None:
-        """Serve ``head``, then the requests buffered behind it, then park the connection."""
-        conn = client.conn
+    def _serve(self, client: _Client, index: int, head: Any, holding: list[_Client]) -> None:
+        """Serve ``head``, then the requests buffered behind it, then park the
+        connection, or leave it in ``holding`` when its response is held."""
+        conn: Any = client.conn
         handler = self.handler
         started = self.started
+        conn.may_hold = bool(self.ready)
         try:
             while True:
                 keep_alive = self.may_keep_alive(len(self.clients))
@@ -450,20 +507,36 @@ class ThreadWorker(SocketWorker):
                 head = self._head(buf) if buf else None
                 if head is not None:
                     continue  # a pipelined request: answered in order, on this thread
-                if self.ssl_context is not None and conn.sock.pending():  # type: ignore[attr-defined]
+                if self.ssl_context is not None and conn.sock.pending():
                     # Decrypted bytes wait inside the TLS object, where epoll cannot see them.
+                    conn.release()  # _readable may park it
                     head = self._readable(client)
                     if head is not None:
                         continue
                     return
                 client.deadline = monotonic() + (self.header_timeout if buf else self.keepalive)
-                self._park(client, False)
+                if conn.held:
+                    holding.append(client)
+                else:
+                    self._park(client, False)
                 return
         except Exception:  # handle() answers every client/app error; this is a bug guard
             self.log.exception("Error serving a connection")
             self._close(client)
         finally:
             started[index] = 0.0
+
+    def _release(self, holding: list[_Client]) -> None:
+        """Send the held responses, in the order they were made, and park
+        their connections; one whose client is gone is closed."""
+        for client in holding:
+            try:
+                client.conn.release()  # type: ignore[attr-defined]
+            except ClientError:  # gone, or stopped reading: nobody to answer
+                self._close(client)
+            else:
+                self._park(client, False)
+        holding.clear()
 
     # -- any thread ------------------------------------------------------------------
     def _park(self, client: _Client, write: bool) -> None:
