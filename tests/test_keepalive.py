@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import threading
+import time
 
 import pytest
 from conftest import wait_until
@@ -143,6 +144,27 @@ def test_requests_arriving_together_on_many_connections_are_answered_in_order(
                 assert bodies == [b"/%d-%d-a" % (round_, n), b"/%d-%d-b" % (round_, n)]
                 if last and n % 2 == 1:
                     assert client.closed_by_server()
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def test_a_quick_answer_does_not_wait_behind_a_slow_one_of_the_same_poll(
+    start_server, keepalive_worker
+):
+    # A response held back for the rest of its poll must still leave when the
+    # next request of that poll turns out slow (threads are left to serve).
+    server = start_server("-k", keepalive_worker, "--threads", "8", f"{APPS}:sleepy")
+    socks = [server.connect() for _ in range(8)]
+    try:
+        began = time.monotonic()
+        for n, sock in enumerate(socks):
+            seconds = "3" if n % 3 == 1 else "0"
+            sock.sendall(b"GET /%d?%s HTTP/1.1\r\nHost: t\r\n\r\n" % (n, seconds.encode()))
+        for n, sock in enumerate(socks):
+            if n % 3 != 1:
+                assert Client(sock).response()[2] == b"slept /%d" % n
+                assert time.monotonic() - began < 2.0, f"answer {n} waited for a slow request"
     finally:
         for sock in socks:
             sock.close()

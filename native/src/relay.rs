@@ -217,6 +217,13 @@ impl Relay {
         }
     }
 
+    /// A thread is waiting, ready to take the lead from a request that runs
+    /// `switch_after` or longer (the gthread worker holds responses back only
+    /// while one is).
+    pub fn has_watcher(&self) -> bool {
+        self.lock().watcher.is_some()
+    }
+
     /// Every waiting thread returns `Stopped`, now and later.
     pub fn stop(&self) {
         self.lock().stopped = true;

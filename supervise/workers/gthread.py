@@ -148,6 +148,12 @@ class ThreadWorker(SocketWorker):
         # claims a reported one, or the main thread closing one past its deadline.
         self.park_lock = threading.Lock()
         self.count_lock = threading.Lock()
+        # Connections served from the current poll whose response is held back:
+        # sent, then parked, by the leader before its next poll, or by a thread
+        # that stops leading. Shared, so that a leader that lost the lead to a
+        # slow request does not keep the earlier answers waiting behind it.
+        self.holding: list[_Client] = []
+        self.hold_lock = threading.Lock()
         self.listen_lock = threading.Lock()
         # Stopping, the leader unregisters the listeners itself, between two polls:
         # see _unlisten. Then, once every event polled before is handled, it sets
@@ -278,13 +284,12 @@ class ThreadWorker(SocketWorker):
         """Poll and serve until another thread takes the lead or the worker is done."""
         # Connections served from this poll whose response is held back: sent,
         # then parked, before the next poll or when this thread stops leading.
-        holding: list[_Client] = []
         try:
-            self._lead_holding(index, holding)
+            self._lead_serving(index)
         finally:
-            self._release(holding)
+            self._release()
 
-    def _lead_holding(self, index: int, holding: list[_Client]) -> None:
+    def _lead_serving(self, index: int) -> None:
         ready = self.ready
         clients = self.clients
         targets = self.targets
@@ -294,8 +299,8 @@ class ThreadWorker(SocketWorker):
         tick = self.tick
         while not self.finished:
             if not ready:
-                if holding:
-                    self._release(holding)
+                if self.holding:
+                    self._release()
                 if self.unlistened and not self.listeners_gone:
                     self._listeners_gone()  # what was polled with them is handled
                 events = poll(0)
@@ -317,7 +322,7 @@ class ThreadWorker(SocketWorker):
                 if head is None:
                     continue
                 relay.serve()
-                self._serve(client, index, head, holding)
+                self._serve(client, index, head)
                 if not relay.keep_lead():
                     return
             elif fd in targets:
@@ -481,15 +486,22 @@ class ThreadWorker(SocketWorker):
         except ParseError:
             return _BadHead  # handle() parses it again and answers the error
 
-    def _serve(self, client: _Client, index: int, head: Any, holding: list[_Client]) -> None:
+    def _serve(self, client: _Client, index: int, head: Any) -> None:
         """Serve ``head``, then the requests buffered behind it, then park the
         connection, or leave it in ``holding`` when its response is held."""
         conn: Any = client.conn
         handler = self.handler
         started = self.started
-        conn.may_hold = bool(self.ready)
+        relay = self.relay
         try:
             while True:
+                # Held answers must not wait behind an app that turns out slow:
+                # hold only while a waiting thread would take the lead from it
+                # (SWITCH_AFTER) and send them before its next poll.
+                watched = relay.has_watcher()
+                if not watched and self.holding:
+                    self._release()
+                conn.may_hold = watched and bool(self.ready)
                 keep_alive = self.may_keep_alive(len(self.clients))
                 started[index] = monotonic()
                 # A response that promised keep-alive before a stop began is followed
@@ -516,7 +528,8 @@ class ThreadWorker(SocketWorker):
                     return
                 client.deadline = monotonic() + (self.header_timeout if buf else self.keepalive)
                 if conn.held:
-                    holding.append(client)
+                    with self.hold_lock:
+                        self.holding.append(client)
                 else:
                     self._park(client, False)
                 return
@@ -526,9 +539,11 @@ class ThreadWorker(SocketWorker):
         finally:
             started[index] = 0.0
 
-    def _release(self, holding: list[_Client]) -> None:
+    def _release(self) -> None:
         """Send the held responses, in the order they were made, and park
         their connections; one whose client is gone is closed."""
+        with self.hold_lock:
+            holding, self.holding = self.holding, []
         for client in holding:
             try:
                 client.conn.release()  # type: ignore[attr-defined]
@@ -536,7 +551,6 @@ class ThreadWorker(SocketWorker):
                 self._close(client)
             else:
                 self._park(client, False)
-        holding.clear()
 
     # -- any thread ------------------------------------------------------------------
     def _park(self, client: _Client, write: bool) -> None:

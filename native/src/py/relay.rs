@@ -58,6 +58,11 @@ impl Relay {
         self.inner.keep_lead()
     }
 
+    /// A waiting thread would take the lead from a slow request.
+    fn has_watcher(&self) -> bool {
+        self.inner.has_watcher()
+    }
+
     fn stop(&self) {
         self.inner.stop()
     }
