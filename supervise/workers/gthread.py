@@ -282,8 +282,7 @@ class ThreadWorker(SocketWorker):
 
     def _lead(self, index: int) -> None:
         """Poll and serve until another thread takes the lead or the worker is done."""
-        # Connections served from this poll whose response is held back: sent,
-        # then parked, before the next poll or when this thread stops leading.
+        # What is held goes out when this thread stops leading, or unwinds.
         try:
             self._lead_serving(index)
         finally:
@@ -521,7 +520,11 @@ class ThreadWorker(SocketWorker):
                     continue  # a pipelined request: answered in order, on this thread
                 if self.ssl_context is not None and conn.sock.pending():
                     # Decrypted bytes wait inside the TLS object, where epoll cannot see them.
-                    conn.release()  # _readable may park it
+                    try:
+                        conn.release()  # _readable may park it
+                    except ClientError:
+                        self._close(client)
+                        return
                     head = self._readable(client)
                     if head is not None:
                         continue
