@@ -313,6 +313,9 @@ def main(argv: list[str]) -> int:
             print(f"  {point.key}: {', '.join(names)}")
         return 0
 
+    # Read now, when the venvs hold these sources: edits or commits made while the
+    # run goes on must not be credited to it.
+    source = peers.source_state()
     started = time.monotonic()
     interrupted = False
     try:
@@ -361,7 +364,7 @@ def main(argv: list[str]) -> int:
         },
         "machine": machine.describe(),
         "tools": loadgen.tool_versions(),
-        "supervise_source": peers.source_state(),
+        "supervise_source": source,
         "versions": {v: peers.reported_versions(venv) for v, venv in venvs.items()},
         "packages": {v: venv.versions for v, venv in venvs.items()},
         "missing": missing,
