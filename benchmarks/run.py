@@ -351,6 +351,7 @@ def main(argv: list[str]) -> int:
             "levels": list(profile.levels),
             "duration": profile.duration,
             "warmup": profile.warmup,
+            "warmup_at": "lowest",  # runs before 2026-11-24 20:00 warmed up at the highest
             "rounds": args.rounds,
             "server_cpu": args.server_cpu,
             "load_cpu": args.load_cpu,

@@ -50,7 +50,9 @@ def _machine(doc: dict) -> list[str]:
         f"{meta['h2_streams']} streams per connection (connections = level / streams)",
         f"- Python for the servers: {pythons} (suite venvs under `benchmarks/.venvs/`); "
         f"harness on {m['harness_python']}",
-        f"- Each point: warm-up {meta['warmup']:g} s, then {meta['duration']:g} s at each of "
+        f"- Each point: warm-up {meta['warmup']:g} s at the "
+        f"{meta.get('warmup_at', 'highest')} level, then "
+        f"{meta['duration']:g} s at each of "
         f"c = {', '.join(map(str, meta['levels']))}, {meta['rounds']} round(s); best clean "
         "level kept",
     ]

@@ -123,9 +123,17 @@ def _run_server(point: Point, server: Server, ctx: Context, entry: dict, rnd: in
         idle = procs.tree_memory(proc.pid)
         entry["memory_idle"] = _min_memory(entry["memory_idle"], idle)
         base = f"http://{HOST}:{port}"
+        # Levels go up, and the warm-up is at the first: a server whose thread pool
+        # grows with its connections (Granian's WSGI starts a Python thread per busy
+        # connection and keeps an idle one 30 s) would otherwise carry the highest
+        # level's threads, and their GIL contention, into every level. Until
+        # 2026-11-24 the warm-up was at the highest: Granian's WSGI, one worker
+        # pinned, GET 4 B at c=64, 66.5k req/s after a warm-up at c=256 against
+        # 97.0k after one at c=64 (medians of 3 alternated rounds).
+        levels = sorted(scenario.levels(ctx.levels))
         if ctx.warmup > 0:
-            loadgen.run(base, scenario, max(scenario.levels(ctx.levels)), ctx.warmup, load_cpus)
-        for level in scenario.levels(ctx.levels):
+            loadgen.run(base, scenario, levels[0], ctx.warmup, load_cpus)
+        for level in levels:
             sampler = procs.MemorySampler(proc.pid)
             sampler.start()
             pids = procs.tree_pids(proc.pid)
