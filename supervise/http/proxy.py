@@ -109,6 +109,11 @@ class ProxyRules(AllowList):
             [b"forwarded", b"x-forwarded-for"]
             + [name.encode("latin-1") for name, _, _ in self._scheme_headers]
         )
+        # The same headers as WSGI environ keys: most requests carry none, and
+        # looking for them in C costs less than resolve() finding nothing.
+        self._environ_keys = tuple(
+            ["HTTP_FORWARDED", "HTTP_X_FORWARDED_FOR"] + [key for _, key, _ in self._scheme_headers]
+        )
 
     def _client(self, hosts: list[str | None]) -> tuple[int, str | None]:
         """(index, address) of the client among the hops, left to right."""
@@ -123,6 +128,8 @@ class ProxyRules(AllowList):
 
     def apply(self, environ: dict[str, Any]) -> None:
         """Rewrite the environ of a request from a trusted peer; may raise ContradictoryScheme."""
+        if not any(map(environ.__contains__, self._environ_keys)):
+            return
         scheme, client = self.resolve(environ.get, wsgi=True)
         if scheme is not None:
             environ["wsgi.url_scheme"] = scheme

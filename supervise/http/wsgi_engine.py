@@ -76,13 +76,15 @@ def wsgi_app(worker: Worker, *, multithread: bool) -> _native.WsgiApp:
             exc_info=(type(exc), exc, exc.__traceback__),
         )
 
+    rules = ProxyRules(cfg)
     return _native.WsgiApp(
         app=_with_pre_request(worker, worker.app, cfg.pre_request),
         base=base,
         file_wrapper=FileWrapper,
         on_error=on_error,
         finished=_finished(worker),
-        proxy=_proxy(ProxyRules(cfg)),
+        proxy=_proxy(rules),
+        proxy_headers=sorted(name.decode("latin-1") for name in rules.header_names),
         body_timeout=float(cfg.body_timeout or 0),
         sendfile=bool(cfg.sendfile),
     )

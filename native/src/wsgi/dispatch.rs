@@ -40,6 +40,8 @@ pub(super) struct Engine {
     on_error: Py<PyAny>,
     pub finished: Option<Py<PyAny>>,
     proxy: Option<Py<PyAny>>,
+    /// The header names (lower-case) that make a request go through `proxy`.
+    proxy_headers: Vec<Box<[u8]>>,
     body_timeout: Option<Duration>,
     /// `--no-sendfile` off: files go by sendfile(2) where the socket allows.
     pub sendfile: bool,
@@ -62,6 +64,11 @@ impl WsgiDispatch {
             on_error: app.on_error.clone_ref(py),
             finished: app.finished.as_ref().map(|f| f.clone_ref(py)),
             proxy: app.proxy.as_ref().map(|f| f.clone_ref(py)),
+            proxy_headers: app
+                .proxy_headers
+                .iter()
+                .map(|name| name.to_ascii_lowercase().into_bytes().into())
+                .collect(),
             body_timeout: (app.body_timeout > 0.0)
                 .then(|| Duration::from_secs_f64(app.body_timeout)),
             sendfile: app.sendfile,
@@ -182,10 +189,12 @@ impl Engine {
     ) {
         let _busy = self.clock.enter();
         let answer = Python::attach(|py| {
+            let head = HyperHead::new(head);
+            let proxied = self.proxied(&head);
             let environ = self
                 .connection_environ(py, conn)
-                .and_then(|base| self.environ(&base, &HyperHead::new(head), body));
-            let (call, produced) = self.run(py, environ);
+                .and_then(|base| self.environ(&base, &head, body));
+            let (call, produced) = self.run(py, environ, proxied);
             self.reply(py, call, produced, tracker)
         });
         reply.send(answer);
@@ -195,11 +204,23 @@ impl Engine {
         self.body_timeout
     }
 
-    /// The app called for one request's environ (built by the caller).
+    /// Whether the proxy-header rules apply to a request with this head: it
+    /// carries one of their headers.
+    pub(super) fn proxied(&self, head: &impl HeadView) -> bool {
+        self.proxy.is_some()
+            && (0..head.field_count()).any(|i| {
+                let name = head.field(i).0;
+                self.proxy_headers.iter().any(|wanted| **wanted == *name)
+            })
+    }
+
+    /// The app called for one request's environ (built by the caller),
+    /// after the proxy-header rules when `proxied`.
     pub(super) fn run(
         self: &Arc<Self>,
         py: Python<'_>,
         environ: PyResult<Bound<'_, PyDict>>,
+        proxied: bool,
     ) -> (Option<Call>, Produced) {
         let started = self.finished.as_ref().map(|_| Instant::now());
         let environ = match environ {
@@ -209,7 +230,7 @@ impl Engine {
                 return (None, Produced::Error);
             }
         };
-        if let Some(proxy) = &self.proxy {
+        if let Some(proxy) = self.proxy.as_ref().filter(|_| proxied) {
             if let Err(err) = proxy.call1(py, (&environ,)) {
                 if err.is_instance_of::<PyValueError>(py) {
                     return (None, Produced::BadProxy);

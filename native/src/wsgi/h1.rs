@@ -194,7 +194,7 @@ async fn answer(
                 c.environ.get_or_insert_with(|| base.unbind());
                 environ
             });
-            let (call, produced) = engine.run(py, environ);
+            let (call, produced) = engine.run(py, environ, engine.proxied(&head));
             let target = Target {
                 keep_alive: target.keep_alive && !shared.closes_after(ordinal),
                 ..target
