@@ -207,6 +207,24 @@ def test_idle_connection_is_closed_after_keepalive(start_server, keepalive_worke
         assert client.closed_by_server()
 
 
+def test_each_request_restarts_the_keepalive_wait(start_server, keepalive_worker):
+    # Requests 0.6 s apart for 2.4 s stay on one connection under a 1 s
+    # keep-alive: the wait is counted from each response (the engine keeps
+    # one timer per connection and moves it forward), not from the first.
+    server = start_server("-k", keepalive_worker, "--keep-alive", "1", f"{APPS}:path")
+    with server.connect(timeout=20) as sock:
+        client = Client(sock)
+        for n in range(4):
+            client.send(f"/{n}")
+            status, headers, body = client.response()
+            assert (status, body.split()[0]) == (200, f"/{n}".encode())
+            assert "connection" not in headers
+            assert not client.has_data(0.6), "closed within the keep-alive"
+        started = time.monotonic()
+        assert client.closed_by_server()
+        assert time.monotonic() - started < 5
+
+
 def test_keepalive_zero_closes_every_connection(start_server, keepalive_worker):
     server = start_server("-k", keepalive_worker, "--keep-alive", "0", f"{APPS}:path")
     with server.connect() as sock:

@@ -45,12 +45,12 @@ pub(super) async fn serve<I: Io>(
     io: I,
     conn: Arc<ConnInfo>,
     shared: Arc<Shared>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) -> Option<Handover<I>> {
-    let mut w = Wire::new(io, &conn);
+    let mut w = Wire::new(io, &conn, stop);
     let cfg = &shared.config;
     let linger = loop {
-        if !w.next_request(cfg, &mut stop).await {
+        if !w.next_request(cfg).await {
             break false;
         }
         let (head, n) = match w.read_head(&shared).await {

@@ -44,15 +44,15 @@ pub(super) async fn serve(
     io: BoxIo,
     conn: Arc<ConnInfo>,
     shared: Arc<Shared>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
     let mut c = Conn {
-        wire: Wire::new(io, &conn),
+        wire: Wire::new(io, &conn, stop),
         environ: None,
     };
     let cfg = &shared.config;
     let linger = loop {
-        if !c.wire.next_request(cfg, &mut stop).await {
+        if !c.wire.next_request(cfg).await {
             break false;
         }
         let head = match c.wire.read_head(&shared).await {
