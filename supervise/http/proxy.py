@@ -170,7 +170,11 @@ class ProxyRules(AllowList):
         names to look for, and what to call for a request carrying any of them."""
         if not self.enabled:
             return None
-        return sorted(n.decode("latin-1") for n in self.header_names), self._resolve_native
+        return self.header_list(), self._resolve_native
+
+    def header_list(self) -> list[str]:
+        """``header_names`` as the native server takes them: sorted str."""
+        return sorted(n.decode("latin-1") for n in self.header_names)
 
     def _resolve_native(self, peer: str, found: dict[str, str]) -> tuple[str | None, str | None]:
         """(client as RSGI writes it, "addr:0", scheme) from the headers ``found``

@@ -84,7 +84,7 @@ def wsgi_app(worker: Worker, *, multithread: bool) -> _native.WsgiApp:
         on_error=on_error,
         finished=_finished(worker),
         proxy=_proxy(rules),
-        proxy_headers=sorted(name.decode("latin-1") for name in rules.header_names),
+        proxy_headers=rules.header_list(),
         body_timeout=float(cfg.body_timeout or 0),
         sendfile=bool(cfg.sendfile),
     )
