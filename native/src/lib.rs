@@ -2,6 +2,7 @@
 //! `h1` is plain Rust; `py` exposes it to the Python workers.
 
 mod asgi;
+mod coarse_clock;
 pub mod h1;
 pub mod proxy;
 pub(crate) mod py;

@@ -3,7 +3,6 @@
 //! of copying 29 bytes.
 
 use std::cell::Cell;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 pub const DATE_LEN: usize = 29;
 
@@ -51,9 +50,7 @@ thread_local! {
 
 /// The current date, from this thread's once-a-second cache.
 pub fn http_date_now() -> [u8; DATE_LEN] {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let now = crate::coarse_clock::unix_secs();
     CACHE.with(|c| {
         let (secs, date) = c.get();
         if secs == now {

@@ -382,8 +382,12 @@ impl Engine {
         }
         start.committed = true;
         let mut written = std::mem::take(&mut start.written);
-        written.extend(blocks);
-        let mut body = stream::join(written);
+        let mut body = if written.is_empty() {
+            stream::join(blocks) // nearly always: no write() calls
+        } else {
+            written.extend(blocks);
+            stream::join(written)
+        };
         if let Some(n) = start.length {
             body.truncate(n as usize);
         }

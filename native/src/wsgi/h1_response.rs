@@ -26,17 +26,18 @@ pub(super) fn frame(
     file: bool,
 ) -> Option<ResponseHead> {
     let start = call.start.borrow(py);
-    let built = ResponseHeadBuilder::new(&start.status_line, t.http11, t.keep_alive, t.is_head)
-        .and_then(|mut b| {
-            for (name, value, _) in &start.fields {
-                b.header(name, value)?;
-            }
-            if let (true, true, None, Some(n)) = (t.is_head, file, start.length, known) {
-                // The size a GET would get: HEAD must announce it too.
-                b.header(b"Content-Length", n.to_string().as_bytes())?;
-            }
-            Ok(b.finish_with_length(known))
-        });
+    let built =
+        ResponseHeadBuilder::new(start.head.status_line(), t.http11, t.keep_alive, t.is_head)
+            .and_then(|mut b| {
+                for (name, value, _) in start.head.fields() {
+                    b.header(name, value)?;
+                }
+                if let (true, true, None, Some(n)) = (t.is_head, file, start.length, known) {
+                    // The size a GET would get: HEAD must announce it too.
+                    b.header(b"Content-Length", n.to_string().as_bytes())?;
+                }
+                Ok(b.finish_with_length(known))
+            });
     drop(start);
     match built {
         Ok(head) => Some(head),

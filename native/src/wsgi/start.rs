@@ -20,9 +20,8 @@ pub struct StartResponse {
     /// The status line as the app gave it (the access log prints it).
     pub status: Option<Py<PyString>>,
     pub code: u16,
-    /// The status line as bytes ("200 OK"), for `h1`'s head builder.
-    pub status_line: Vec<u8>,
-    pub fields: Vec<Field>,
+    /// The status line and the fields as bytes, checked.
+    pub head: AppHead,
     /// The app's own list, for the access log's `{name}o` atoms.
     pub app_headers: Option<Py<PyAny>>,
     /// The app's Content-Length: never more body than that is sent.
@@ -59,12 +58,51 @@ pub fn as_bytes(data: &Bound<'_, PyAny>) -> PyResult<Bytes> {
     )))
 }
 
+/// The status line ("200 OK") and the app's fields as bytes, in one buffer:
+/// two allocations per response, where a pair of vectors per field made
+/// five for a typical two-field answer.
+#[derive(Default)]
+pub struct AppHead {
+    bytes: Vec<u8>,
+    status_end: usize,
+    /// Per field: where its name and its value end in `bytes` (each starts
+    /// where the one before ended), and what it means to the server.
+    ends: Vec<(usize, usize, AppField)>,
+}
+
+impl AppHead {
+    pub fn status_line(&self) -> &[u8] {
+        &self.bytes[..self.status_end]
+    }
+
+    pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8], AppField)> {
+        let mut at = self.status_end;
+        self.ends.iter().map(move |&(name_end, value_end, kind)| {
+            let field = (
+                &self.bytes[at..name_end],
+                &self.bytes[name_end..value_end],
+                kind,
+            );
+            at = value_end;
+            field
+        })
+    }
+}
+
 /// The app's fields, checked as the Python workers check them (a bad one
 /// raises in start_response, where the app can see it); kept as given, for
 /// whichever writer frames the response: `h1`'s head builder on HTTP/1.1,
-/// hyper's header map on HTTP/2.
-fn checked_fields(headers: &Bound<'_, PyAny>) -> PyResult<(Vec<Field>, Option<u64>)> {
-    let mut fields = Vec::new();
+/// hyper's header map on HTTP/2. Also the Content-Length the app gave.
+fn checked_head(
+    status_line: &[u8],
+    headers: &Bound<'_, PyAny>,
+) -> PyResult<(AppHead, Option<u64>)> {
+    let mut head = AppHead {
+        bytes: Vec::with_capacity(status_line.len() + 64),
+        status_end: status_line.len(),
+        ends: Vec::with_capacity(4),
+    };
+    head.bytes.extend_from_slice(status_line);
     let mut length = None;
     for_each_wsgi_field(headers, |name, value| {
         let invalid =
@@ -76,23 +114,20 @@ fn checked_fields(headers: &Bound<'_, PyAny>) -> PyResult<(Vec<Field>, Option<u6
             }
             length = Some(n);
         }
-        fields.push((name.to_vec(), value.to_vec(), kind));
+        head.bytes.extend_from_slice(name);
+        let name_end = head.bytes.len();
+        head.bytes.extend_from_slice(value);
+        head.ends.push((name_end, head.bytes.len(), kind));
         Ok(())
     })?;
-    Ok((fields, length))
+    Ok((head, length))
 }
-
-/// One field as the app gave it, and what it means to the server.
-pub type Field = (Vec<u8>, Vec<u8>, AppField);
 
 impl StartResponse {
     /// The fields in hyper's map (`server::app_fields`).
     pub fn header_map(&self) -> PyResult<HeaderMap> {
-        crate::server::app_fields::header_map(
-            self.code,
-            self.fields.iter().map(|(n, v, k)| (&n[..], &v[..], *k)),
-        )
-        .map_err(PyValueError::new_err)
+        crate::server::app_fields::header_map(self.code, self.head.fields())
+            .map_err(PyValueError::new_err)
     }
 }
 
@@ -132,12 +167,11 @@ impl StartResponse {
         let (code, _) = parse_status(&line).map_err(|e| {
             PyValueError::new_err(format!("{e}: {:?}", String::from_utf8_lossy(&line)))
         })?;
-        let (fields, length) = checked_fields(headers)?;
+        let (head, length) = checked_head(&line, headers)?;
         let mut this = slf.borrow_mut();
         this.status = Some(status.clone().unbind());
         this.code = code;
-        this.status_line = line.into_owned();
-        this.fields = fields;
+        this.head = head;
         this.length = length;
         this.app_headers = Some(headers.clone().unbind());
         drop(this);
