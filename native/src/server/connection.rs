@@ -176,12 +176,22 @@ pub async fn serve<T>(
     }
     let io = Prefixed::new(prefix, stream);
     if h2 {
-        return serve_hyper(Prefixed::new(Bytes::new(), io), conn, shared, stop, h2).await;
+        // Boxed, here and below: hyper's connection state is several KiB,
+        // which every connection's task would carry inline.
+        let io = Prefixed::new(Bytes::new(), io);
+        return Box::pin(serve_hyper(io, conn, shared, stop, h2)).await;
     }
     // Plain requests without hyper (h1_direct.rs), until one needs it.
     let direct = super::h1_direct::serve(io, conn.clone(), shared.clone(), stop.clone());
     if let Some((io, read)) = direct.await {
-        serve_hyper(Prefixed::new(read, io), conn, shared, stop, false).await;
+        Box::pin(serve_hyper(
+            Prefixed::new(read, io),
+            conn,
+            shared,
+            stop,
+            false,
+        ))
+        .await;
     }
 }
 

@@ -289,7 +289,9 @@ async fn write_reply<I: Io>(
             file,
             len,
         } => match response_head(status, &headers, t, Some(len)) {
-            Ok(head) => write_file(w, head, file, len).await,
+            // Boxed, as the stream below: neither grows the future that
+            // every small reply goes through (it was 2 KiB).
+            Ok(head) => Box::pin(write_file(w, head, file, len)).await,
             Err(_) => server_error(w).await,
         },
         Reply::Stream {
@@ -298,7 +300,7 @@ async fn write_reply<I: Io>(
             chunks,
             trailers,
         } => match response_head(status, &headers, t, None) {
-            Ok(head) => write_stream(w, head, chunks, trailers, tracker.clone()).await,
+            Ok(head) => Box::pin(write_stream(w, head, chunks, trailers, tracker.clone())).await,
             Err(_) => server_error(w).await,
         },
     }

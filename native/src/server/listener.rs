@@ -191,6 +191,23 @@ async fn seat(room: &Arc<Room>, mut stop: watch::Receiver<bool>) -> Option<Ticke
     }
 }
 
+async fn serve_tls<S>(
+    acceptor: tokio_rustls::TlsAcceptor,
+    stream: Prefixed<S>,
+    mut info: ConnInfo,
+    shared: Arc<Shared>,
+    stop: watch::Receiver<bool>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + SendFile + Unpin + Send + 'static,
+{
+    let Some(tls) = tls::handshake(acceptor, stream, shared.config.header_timeout).await else {
+        return;
+    };
+    let proto = Proto::pick(shared.config.http, tls::negotiated_h2(&tls));
+    info.tls = Some(tls::info(&tls));
+    connection::serve(tls, info, shared, stop, proto).await;
+}
+
 /// The PROXY header if one is owed, the TLS handshake if the listeners
 /// speak TLS, then the connection's protocol.
 async fn serve<S>(
@@ -222,13 +239,9 @@ async fn serve<S>(
     let mode = shared.config.http;
     match shared.tls.clone() {
         None => connection::serve(stream, info, shared, stop, Proto::pick(mode, None)).await,
-        Some(acceptor) => {
-            if let Some(tls) = tls::handshake(acceptor, stream, shared.config.header_timeout).await
-            {
-                let proto = Proto::pick(mode, tls::negotiated_h2(&tls));
-                info.tls = Some(tls::info(&tls));
-                connection::serve(tls, info, shared, stop, proto).await;
-            }
-        }
+        // Boxed: a TLS connection's state (rustls, its own instance of the
+        // connection's code) would otherwise make every plain connection's
+        // task as large as a TLS one's.
+        Some(acceptor) => Box::pin(serve_tls(acceptor, stream, info, shared, stop)).await,
     }
 }

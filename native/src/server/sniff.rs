@@ -100,6 +100,11 @@ impl<T: AsyncRead + Unpin> AsyncRead for Prefixed<T> {
             let n = this.prefix.len().min(buf.remaining());
             buf.put_slice(&this.prefix[..n]);
             this.prefix.advance(n);
+            if this.prefix.is_empty() {
+                // An emptied slice still holds the whole first read's
+                // buffer (8 KiB), for as long as the connection lasts.
+                this.prefix = Bytes::new();
+            }
             return Poll::Ready(Ok(()));
         }
         Pin::new(&mut this.inner).poll_read(cx, buf)

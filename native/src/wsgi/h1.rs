@@ -23,10 +23,10 @@ use pyo3::types::PyDict;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 
-use super::dispatch::{Engine, Produced};
+use super::dispatch::{Call, Engine, Produced};
 use super::h1_response::{frame, send_file, stream, write_block};
 use super::spool::{RequestBody, Spool, SPOOL_AT};
-use crate::h1::{ChunkedDecoder, RequestHead, Version};
+use crate::h1::{ChunkedDecoder, RequestHead, ResponseHead, Version};
 use crate::server::h1_wire::{Stop, Target, Wire};
 use crate::server::{BoxIo, ConnInfo, Shared};
 
@@ -76,7 +76,9 @@ pub(super) async fn serve(
             }
         };
         let ordinal = shared.counters.begin_request();
-        let kept = answer(&engine, &mut c, head, &conn, body, &shared, ordinal).await;
+        let answer = run_app(&engine, &mut c, &head, &conn, body, &shared, ordinal);
+        drop(head);
+        let kept = write_answer(&engine, &mut c, answer, &shared).await;
         shared.counters.end_request();
         if !kept {
             break !c.wire.buf.is_empty();
@@ -167,61 +169,86 @@ async fn after_this_turn(shared: &Shared) {
     }
 }
 
-/// Runs the app and writes its response; true when the connection may carry
-/// another request.
-async fn answer(
+/// What the app made of one request, for `write_answer`: kept apart from
+/// the app call, so that the future awaited per request holds only this and
+/// the writes (the whole of it was 1.2 KiB, copied into the connection's
+/// future for every request).
+struct Answer {
+    /// Still needed for what is sent after the head: the access log waits.
+    call: Option<Call>,
+    produced: Produced,
+    /// The response head; None when the answer is an error status instead.
+    framed: Option<ResponseHead>,
+    is_head: bool,
+}
+
+/// Runs the app in one GIL hold: the environ, the app, the head, the access
+/// log of a whole response, and dropping the request's Python objects.
+fn run_app(
     engine: &Arc<Engine>,
     c: &mut Conn,
-    head: RequestHead,
+    head: &RequestHead,
     conn: &ConnInfo,
     body: RequestBody,
     shared: &Shared,
     ordinal: u64,
-) -> bool {
-    let target = Target::of(&head, &shared.config);
-    let is_head = target.is_head;
-    // One GIL hold for a whole response: the environ, the app, the head,
-    // the access log, and dropping the request's Python objects.
-    let (call, produced, framed) = {
-        let _busy = engine.clock.enter();
-        Python::attach(|py| {
-            let environ = match &c.environ {
-                Some(base) => Ok(base.bind(py).clone()),
-                None => engine.connection_environ(py, conn),
+) -> Answer {
+    let target = Target::of(head, &shared.config);
+    let _busy = engine.clock.enter();
+    Python::attach(|py| {
+        let environ = match &c.environ {
+            Some(base) => Ok(base.bind(py).clone()),
+            None => engine.connection_environ(py, conn),
+        }
+        .and_then(|base| {
+            let environ = engine.environ(&base, head, body);
+            c.environ.get_or_insert_with(|| base.unbind());
+            environ
+        });
+        let (call, produced) = engine.run(py, environ, engine.proxied(head));
+        let target = Target {
+            keep_alive: target.keep_alive && !shared.closes_after(ordinal),
+            ..target
+        };
+        let (known, file) = match &produced {
+            Produced::Whole(b) => (Some(b.len() as u64), false),
+            Produced::File(_, len) => (Some(*len), true),
+            _ => (None, false),
+        };
+        let framed = match (&call, &produced) {
+            (_, Produced::Error | Produced::BadProxy) | (None, _) => None,
+            (Some(call), _) => frame(py, engine, call, target, known, file),
+        };
+        let call = match (call, &produced, &framed) {
+            (Some(c), Produced::Whole(body), Some(f)) => {
+                let status = c.start.borrow(py).code;
+                engine.done(py, &c, status, f.body_bytes(body.len()) as u64);
+                None
             }
-            .and_then(|base| {
-                let environ = engine.environ(&base, &head, body);
-                c.environ.get_or_insert_with(|| base.unbind());
-                environ
-            });
-            let (call, produced) = engine.run(py, environ, engine.proxied(&head));
-            let target = Target {
-                keep_alive: target.keep_alive && !shared.closes_after(ordinal),
-                ..target
-            };
-            let (known, file) = match &produced {
-                Produced::Whole(b) => (Some(b.len() as u64), false),
-                Produced::File(_, len) => (Some(*len), true),
-                _ => (None, false),
-            };
-            let framed = match (&call, &produced) {
-                (_, Produced::Error | Produced::BadProxy) | (None, _) => None,
-                (Some(call), _) => frame(py, engine, call, target, known, file),
-            };
-            match (&call, &produced, &framed) {
-                (Some(c), Produced::Whole(body), Some(f)) => {
-                    let status = c.start.borrow(py).code;
-                    engine.done(py, c, status, f.body_bytes(body.len()) as u64);
-                    (None, produced, framed)
-                }
-                (Some(c), _, None) => {
-                    engine.done(py, c, 500, 0);
-                    (None, produced, None)
-                }
-                _ => (call, produced, framed),
+            (Some(c), _, None) => {
+                engine.done(py, &c, 500, 0);
+                None
             }
-        })
-    };
+            (call, _, _) => call,
+        };
+        Answer {
+            call,
+            produced,
+            framed,
+            is_head: target.is_head,
+        }
+    })
+}
+
+/// Writes what the app made; true when the connection may carry another
+/// request.
+async fn write_answer(engine: &Arc<Engine>, c: &mut Conn, answer: Answer, shared: &Shared) -> bool {
+    let Answer {
+        call,
+        produced,
+        framed,
+        is_head,
+    } = answer;
     let Some(framed) = framed else {
         let (status, text) = match produced {
             Produced::BadProxy => (400, "Contradictory scheme headers"),
@@ -240,7 +267,8 @@ async fn answer(
         Produced::File(file, len) => {
             let call = call.expect("a file answer has a call");
             after_this_turn(shared).await;
-            let sent = send_file(&mut c.wire, &framed, file, len, engine.sendfile).await;
+            let sending = send_file(&mut c.wire, &framed, file, len, engine.sendfile);
+            let sent = Box::pin(sending).await;
             let ok = sent.is_ok();
             let sent = sent.unwrap_or(0);
             Python::attach(|py| {
@@ -254,28 +282,41 @@ async fn answer(
         }
         Produced::Stream(pump, first) => {
             let call = call.expect("a streamed answer has a call");
-            stream(engine, &mut c.wire, &framed, call, pump, first).await
+            Box::pin(stream(engine, &mut c.wire, &framed, call, pump, first)).await
         }
         Produced::Cut(written) => {
             let call = call.expect("a cut answer has a call");
-            let _ = c.wire.write([&framed.bytes]).await;
-            let mut sent = 0;
-            for block in &written {
-                if write_block(&mut c.wire, &framed, block).await.is_err() {
-                    break;
-                }
-                sent += block.len() as u64;
-            }
-            Python::attach(|py| {
-                let status = call.start.borrow(py).code;
-                engine.done(py, &call, status, sent);
-                drop(call);
-            });
+            Box::pin(write_cut(engine, &mut c.wire, &framed, call, written)).await;
             false
         }
         Produced::Error | Produced::BadProxy => false,
     };
     kept
+}
+
+/// What the app wrote before it failed, then the end of the connection (the
+/// client must not take a cut body for a whole one). Rare: boxed by its
+/// caller, so that its writes do not grow every request's future.
+async fn write_cut(
+    engine: &Arc<Engine>,
+    wire: &mut Wire,
+    framed: &ResponseHead,
+    call: Call,
+    written: Vec<bytes::Bytes>,
+) {
+    let _ = wire.write([&framed.bytes]).await;
+    let mut sent = 0;
+    for block in &written {
+        if write_block(wire, framed, block).await.is_err() {
+            break;
+        }
+        sent += block.len() as u64;
+    }
+    Python::attach(|py| {
+        let status = call.start.borrow(py).code;
+        engine.done(py, &call, status, sent);
+        drop(call);
+    });
 }
 
 /// The body could not go to its temporary file (a full disk, TMPDIR gone).
