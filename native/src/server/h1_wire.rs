@@ -322,8 +322,8 @@ impl<I: AsyncRead + AsyncWrite + Unpin + Send> Wire<I> {
         let _ = self.io.shutdown().await;
         if linger && !self.eof {
             // Into the read buffer, not an array on the stack: an array here
-            // made every connection's future 4 KiB larger, and the parts of
-            // it each request moves and touches with it.
+            // made every connection's future, moved and touched on every
+            // request, 4 KiB larger.
             let _ = timeout(LINGER, async {
                 loop {
                     self.buf.clear();

@@ -191,6 +191,7 @@ async fn seat(room: &Arc<Room>, mut stop: watch::Receiver<bool>) -> Option<Ticke
     }
 }
 
+/// The TLS handshake, then the protocol it negotiated (ALPN) or the sniff.
 async fn serve_tls<S>(
     acceptor: tokio_rustls::TlsAcceptor,
     stream: Prefixed<S>,
