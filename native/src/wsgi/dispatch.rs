@@ -278,11 +278,10 @@ impl Engine {
         Produced::Cut(written)
     }
 
-    /// The environ for one request: the base, the head's keys (one builder
-    /// for every server), the connection's addresses, the body.
     /// The keys every request of a connection shares: the base, the
     /// scheme, the peer's and the server's addresses (the Python workers'
-    /// middle layer: made once per connection, copied per request).
+    /// middle layer: made once per connection, copied per request, in a
+    /// table with room for the request's own keys).
     pub(super) fn connection_environ<'py>(
         &self,
         py: Python<'py>,

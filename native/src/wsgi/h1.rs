@@ -77,7 +77,7 @@ pub(super) async fn serve(
         };
         let ordinal = shared.counters.begin_request();
         let answer = run_app(&engine, &mut c, &head, &conn, body, &shared, ordinal);
-        drop(head);
+        drop(head); // not held across the writes: the future stays small
         let kept = write_answer(&engine, &mut c, answer, &shared).await;
         shared.counters.end_request();
         if !kept {

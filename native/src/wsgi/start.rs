@@ -1,7 +1,7 @@
-//! `start_response` and the `write()` it returns. The fields are checked as
-//! the Python workers check them (`h1::check_field`) and turned into hyper's
-//! header map at once; the framing (Content-Length or chunked, keep-alive)
-//! is hyper's, from what the app said and the body it returned.
+//! `start_response` and the `write()` it returns. The status and fields are
+//! checked as the Python workers check them (`h1::check_field`) and kept as
+//! bytes (`AppHead`): HTTP/1.1 frames them with `h1`'s head builder
+//! (h1_response.rs), HTTP/2 turns them into hyper's header map.
 
 use bytes::Bytes;
 use hyper::{HeaderMap, StatusCode};
