@@ -4,6 +4,7 @@
 mod asgi;
 mod coarse_clock;
 pub mod h1;
+mod heap;
 pub mod proxy;
 pub(crate) mod py;
 mod relay;
@@ -32,6 +33,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // SAFETY: sets an option value; before the server allocates its first arena.
     unsafe { libmimalloc_sys::mi_option_set(ARENA_EAGER_COMMIT, 0) };
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(heap::keep_freed_heap, m)?)?;
     py::register(m)?;
     rsgi::register(m)?;
     asgi::register(m)?;

@@ -159,6 +159,7 @@ class Worker:
         # Per-process switches of the native response heads, for every worker class.
         _native.set_server_header(None if not self.cfg.server_header else "supervise")
         _native.set_date_header(self.cfg.date_header)
+        _native.keep_freed_heap()
         self.ssl_context = self.create_tls()
         if self.app is None:
             self.app = self._load_app()
