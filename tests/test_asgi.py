@@ -288,6 +288,17 @@ def test_app_errors_before_the_head_are_500_and_logged(asgi, path, logged):
     assert server.get("/stream")[0] == 200  # the worker goes on
 
 
+def test_the_app_runs_in_a_task_of_its_own(asgi):
+    """current_task() is the request's Task (anyio's cancel scopes need it),
+    with a repr and a stack, and a contextvar set by one request is not
+    seen by the next (each Task runs in a copy of the context)."""
+    server = asgi()
+    for n in ("1", "2"):
+        seen = httpx.get(url(server, "/task"), params={"n": n}).json()
+        assert seen["task"] and "Task" in seen["repr"] and seen["stack"] >= 1
+        assert seen["before"] is None and seen["after"] == n
+
+
 @pytest.mark.parametrize(
     ("path", "logged"),
     [("/raise-after", "boom after start"), ("/incomplete", "without completing its response")],

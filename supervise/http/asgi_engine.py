@@ -1,24 +1,29 @@
-"""The coroutine run for every ASGI request on the engine (``-k native``):
-the app call with the native ``receive``/``send`` (native/src/asgi), and what
-happens when the app raises or returns without answering (Rust sends the 500
-or cuts the connection; this logs it with the request line, as the asgi
-worker words it)."""
+"""What the worker does when an ASGI request on the engine (``-k native``)
+ends: the log line of an app that raised or left its response unanswered
+(the engine already sent the 500 or cut the connection), worded as the asgi
+worker words it, and the access log and metrics. The engine runs the app
+itself (``_native.AppRun``: native/src/asgi/run.rs) and calls these only
+when there is something to log or record."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
-from time import perf_counter
+import collections.abc
+from collections.abc import Callable
 from typing import Any
 
+from supervise import _native
 from supervise.logs import Logger
 
-# What HttpCycle._finish() reports.
+# How _native.HttpCycle.finish() saw the request end (Finish in cycle.rs).
 _ANSWERED, _NOT_STARTED, _ERROR_BEFORE, _CUT_OFF, _INCOMPLETE, _CLIENT_GONE = range(6)
 
 # The extensions the engine implements; the scope of every request has them
 # (and http.response.early_hint where the connection can write a 103: HTTP/1.1
 # requests that hyper does not serve).
 EXTENSIONS: dict[str, dict[str, Any]] = {"http.response.pathsend": {}, "http.response.trailers": {}}
+
+# asyncio's Task takes what asyncio.iscoroutine() accepts.
+collections.abc.Coroutine.register(_native.AppRun)
 
 
 def request_line(scope: dict[str, Any]) -> str:
@@ -29,19 +34,33 @@ def request_line(scope: dict[str, Any]) -> str:
     return f"{scope['method']} {target} HTTP/{scope['http_version']}"
 
 
-def make_handler(
-    *,
-    app: Any,
-    log: Logger,
-    access_log: bool,
-    record: Callable[[int, float, int], None] | None = None,
-) -> Callable[[dict[str, Any], Any], Coroutine[Any, Any, None]]:
-    """``handler(scope, cycle)``: the coroutine the native server starts per request.
+def make_log_outcome(*, log: Logger) -> Callable[[int, dict[str, Any], Any], None]:
+    """``log_outcome(finish, scope, exc)``: the line for a request whose app
+    raised ``exc`` or (``exc`` None) returned without finishing its response."""
 
-    ``record(status, seconds, body_bytes)`` is the worker's scoreboard recorder
-    when metrics are on.
-    """
-    measured = access_log or record is not None
+    def log_outcome(finish: int, scope: dict[str, Any], exc: BaseException | None) -> None:
+        line = request_line(scope)
+        if exc is not None:
+            if finish == _CLIENT_GONE and isinstance(exc, OSError):
+                log.debug("Client gone during %s", line)
+            else:
+                log.exception("Error handling request %s", line, exc_info=exc)
+        elif finish == _NOT_STARTED:
+            log.error("ASGI app returned without starting a response to %s", line)
+        elif finish == _INCOMPLETE:
+            log.error("ASGI app returned without completing its response to %s", line)
+
+    return log_outcome
+
+
+def make_done(
+    *, log: Logger, access_log: bool, record: Callable[[int, float, int], None] | None
+) -> Callable[[dict[str, Any], Any, float], None] | None:
+    """``done(scope, cycle, seconds)`` after every request, for the access log
+    and ``record(status, seconds, body_bytes)`` (the worker's scoreboard when
+    metrics are on); None when neither is on, so the engine times nothing."""
+    if not access_log and record is None:
+        return None
 
     def done(scope: dict[str, Any], cycle: Any, elapsed: float) -> None:
         status, sent = cycle._status, cycle._sent
@@ -50,34 +69,7 @@ def make_handler(
         if access_log:
             log.access(_AccessRecord(status, sent), None, access_environ(scope), elapsed)
 
-    async def handle(scope: dict[str, Any], cycle: Any) -> None:
-        started = perf_counter() if measured else 0.0
-        try:
-            await app(scope, cycle.receive, cycle.send)
-        except Exception as exc:
-            if cycle._finish(True) == _CLIENT_GONE and isinstance(exc, OSError):
-                log.debug("Client gone during %s", request_line(scope))
-            else:
-                log.exception("Error handling request %s", request_line(scope))
-        except BaseException:
-            cycle._finish(True)  # cancelled at exit: cut, nothing to report
-            raise
-        else:
-            outcome = cycle._finish(False)
-            if outcome == _NOT_STARTED:
-                log.error(
-                    "ASGI app returned without starting a response to %s", request_line(scope)
-                )
-            elif outcome == _INCOMPLETE:
-                log.error(
-                    "ASGI app returned without completing its response to %s",
-                    request_line(scope),
-                )
-        finally:
-            if measured:
-                done(scope, cycle, perf_counter() - started)
-
-    return handle
+    return done
 
 
 def access_environ(scope: dict[str, Any]) -> dict[str, str]:

@@ -95,7 +95,9 @@ class NativeWorker(RsgiWorker):
         calls = {"app": self.app, "log": self.log, "record": self.record}
         access = self.log.access_enabled
         app = _native.AsgiApp(
-            handler=asgi_engine.make_handler(**calls, access_log=access),
+            app=self.app,
+            log_outcome=asgi_engine.make_log_outcome(log=self.log),
+            done=asgi_engine.make_done(log=self.log, access_log=access, record=self.record),
             ws_handler=asgi_engine_ws.make_ws_handler(**calls, access_log=access),
             root_path=cfg.root_path or "",
             asgi=version,

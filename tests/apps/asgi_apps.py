@@ -1,6 +1,7 @@
 """ASGI apps for the asgi worker's tests: each route pins one rule of the spec."""
 
 import asyncio
+import contextvars
 import json
 import os
 from urllib.parse import parse_qs
@@ -240,7 +241,28 @@ async def state(scope, receive, send, query):
     await _respond(send, json.dumps(scope.get("state", {})).encode())
 
 
+_REQUEST_VAR: contextvars.ContextVar[str | None] = contextvars.ContextVar("request", default=None)
+
+
+async def task(scope, receive, send, query):
+    """What the app sees of the Task it runs in: a real one, with a repr and
+    a stack, and a context of its own."""
+    current = asyncio.current_task()
+    before = _REQUEST_VAR.get()
+    _REQUEST_VAR.set(query.get("n"))
+    await asyncio.sleep(0)
+    seen = {
+        "task": current is not None,
+        "repr": repr(current),
+        "stack": len(current.get_stack()) if current is not None else 0,
+        "before": before,
+        "after": _REQUEST_VAR.get(),
+    }
+    await _respond(send, json.dumps(seen).encode())
+
+
 ROUTES = {
+    "/task": task,
     "/scope": scope_route,
     "/echo": echo,
     "/stream-echo": stream_echo,

@@ -1,6 +1,6 @@
-//! What the engine needs of an ASGI app: the coroutine to start per request
-//! (the Python wrapper around the app, `http/asgi_engine.py`) and the scope
-//! keys every request shares.
+//! What the engine needs of an ASGI app: the app itself, the worker's
+//! callables that log how a request ended (`http/asgi_engine.py`; `AppRun`
+//! calls them), and the scope keys every request shares.
 
 use hyper::http::request::Parts;
 use pyo3::intern;
@@ -15,8 +15,14 @@ use crate::wsgi::HyperHead;
 
 #[pyclass(module = "supervise._native", frozen)]
 pub struct AsgiApp {
-    /// `handler(scope, cycle)` returns the coroutine that runs the app.
-    pub(crate) handler: Py<PyAny>,
+    /// The ASGI app: `app(scope, receive, send)`.
+    pub(crate) app: Py<PyAny>,
+    /// `log_outcome(finish, scope, exc)`: the log line of a request the app
+    /// raised in (`exc`) or left unanswered (`finish`, see cycle.rs).
+    pub(crate) log_outcome: Py<PyAny>,
+    /// `done(scope, cycle, seconds)` after every request: the access log and
+    /// metrics; None when both are off.
+    pub(crate) done: Option<Py<PyAny>>,
     /// `ws_handler(scope, protocol)`: the same for a WebSocket handshake,
     /// over the RSGI WebSocket protocol object (`http/asgi_engine_ws.py`).
     pub(crate) ws_handler: Py<PyAny>,
@@ -37,11 +43,14 @@ pub struct AsgiApp {
 #[pymethods]
 impl AsgiApp {
     #[new]
-    #[pyo3(signature = (*, handler, ws_handler, root_path, asgi, state, extensions, server_cert = None))]
+    #[pyo3(signature = (*, app, log_outcome, done, ws_handler, root_path, asgi, state, extensions,
+        server_cert = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        handler: Py<PyAny>,
+        app: Py<PyAny>,
+        log_outcome: Py<PyAny>,
+        done: Option<Py<PyAny>>,
         ws_handler: Py<PyAny>,
         root_path: String,
         asgi: Py<PyDict>,
@@ -52,7 +61,9 @@ impl AsgiApp {
         let hinted = extensions.bind(py).copy()?;
         hinted.set_item("http.response.early_hint", PyDict::new(py))?;
         Ok(AsgiApp {
-            handler,
+            app,
+            log_outcome,
+            done,
             ws_handler,
             root_path,
             asgi,

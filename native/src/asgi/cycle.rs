@@ -77,10 +77,11 @@ fn after_body(trailers: Option<oneshot::Sender<HeaderMap>>, announced: bool) -> 
     }
 }
 
-/// What `_finish()` tells the Python wrapper, so that it logs the right line.
+/// How the exchange ended, for the worker's log line (`AppRun` passes it
+/// to `log_outcome`, numbered as `http/asgi_engine.py` reads it).
 #[derive(Clone, Copy)]
 #[repr(u8)]
-enum Finish {
+pub(super) enum Finish {
     Answered = 0,
     NotStarted = 1,
     ErrorBeforeResponse = 2,
@@ -332,6 +333,40 @@ fn client_gone(py: Python<'_>, kind: &str) -> PyErr {
     }
 }
 
+impl HttpCycle {
+    /// Called when the app returned (`error` False) or raised:
+    /// a 500 when nothing was sent, a cut connection when a streamed
+    /// response is unfinished.
+    pub(super) fn finish(&self, error: bool) -> Finish {
+        let out = std::mem::replace(&mut *lock(&self.outbound), Outbound::Complete);
+        let gone = self.gone(&out);
+        match out {
+            Outbound::Complete => Finish::Answered,
+            _ if gone => Finish::ClientGone,
+            Outbound::NotStarted | Outbound::Started { .. } => {
+                self.respond(500, server_error());
+                if error {
+                    Finish::ErrorBeforeResponse
+                } else if matches!(out, Outbound::NotStarted) {
+                    Finish::NotStarted
+                } else {
+                    Finish::Incomplete
+                }
+            }
+            Outbound::Streaming { .. } | Outbound::Trailers { .. } => {
+                // The head is out: the only honest signal left is a cut connection.
+                self.tracker.abort();
+                drop(out);
+                if error {
+                    Finish::CutOff
+                } else {
+                    Finish::Incomplete
+                }
+            }
+        }
+    }
+}
+
 #[pymethods]
 impl HttpCycle {
     fn receive(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
@@ -474,39 +509,6 @@ impl HttpCycle {
                 "ASGI message '{kind}' sent after the response was complete"
             ))),
         }
-    }
-
-    /// Called by the wrapper when the app returned (`error` False) or raised:
-    /// a 500 when nothing was sent, a cut connection when a streamed
-    /// response is unfinished.
-    fn _finish(&self, error: bool) -> u8 {
-        let out = std::mem::replace(&mut *lock(&self.outbound), Outbound::Complete);
-        let gone = self.gone(&out);
-        let result = match out {
-            Outbound::Complete => Finish::Answered,
-            _ if gone => Finish::ClientGone,
-            Outbound::NotStarted | Outbound::Started { .. } => {
-                self.respond(500, server_error());
-                if error {
-                    Finish::ErrorBeforeResponse
-                } else if matches!(out, Outbound::NotStarted) {
-                    Finish::NotStarted
-                } else {
-                    Finish::Incomplete
-                }
-            }
-            Outbound::Streaming { .. } | Outbound::Trailers { .. } => {
-                // The head is out: the only honest signal left is a cut connection.
-                self.tracker.abort();
-                drop(out);
-                if error {
-                    Finish::CutOff
-                } else {
-                    Finish::Incomplete
-                }
-            }
-        };
-        result as u8
     }
 
     /// The status sent (0: none yet), for the access log and metrics.

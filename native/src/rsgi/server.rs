@@ -100,8 +100,8 @@ fn seconds(s: f64) -> Option<Duration> {
 impl NativeServer {
     /// `handler(scope, protocol)` returns the coroutine to run for a request
     /// (RSGI); with `wsgi` instead, the WSGI app is called on the runtime
-    /// threads themselves (`native/src/wsgi`); with `asgi`, its handlers give
-    /// the coroutines. `start_task(coro)` makes each a Task (default: the
+    /// threads themselves (`native/src/wsgi`); with `asgi`, each request runs
+    /// an `AppRun` (native/src/asgi/run.rs) and WebSockets its `ws_handler`. `start_task(coro)` makes each a Task (default: the
     /// loop's `create_task`). `fds` are (fd, is_unix) of the listening
     /// sockets.
     #[new]
@@ -392,7 +392,7 @@ impl NativeServer {
 
     fn start(&self, py: Python<'_>, ex: crate::server::Exchange) {
         if let Some(app) = &self.asgi {
-            return self.start_asgi(py, app.get(), ex);
+            return self.start_asgi(py, app, ex);
         }
         let (proto, head, conn) = HTTPProtocol::new(self.ctx.clone(), ex);
         let reply = proto.reply_slot();
@@ -414,7 +414,13 @@ impl NativeServer {
         }
     }
 
-    fn start_asgi(&self, py: Python<'_>, app: &crate::asgi::AsgiApp, ex: crate::server::Exchange) {
+    fn start_asgi(
+        &self,
+        py: Python<'_>,
+        app_ref: &Py<crate::asgi::AsgiApp>,
+        ex: crate::server::Exchange,
+    ) {
+        let app = app_ref.get();
         let (cycle, head) = crate::asgi::HttpCycle::new(self.ctx.clone(), ex);
         let reply = cycle.reply_slot();
         let conn = cycle.conn();
@@ -425,8 +431,8 @@ impl NativeServer {
         let result = (|| -> PyResult<()> {
             let scope = app.http_scope(py, &head, &conn, &proxied, cycle.writes_interim())?;
             let cycle = Py::new(py, cycle)?;
-            let coro = app.handler.call1(py, (scope, cycle))?;
-            self.create_task.call1(py, (coro,))?;
+            let run = crate::asgi::AppRun::new(app_ref.clone_ref(py), scope.unbind(), cycle);
+            self.create_task.call1(py, (Py::new(py, run)?,))?;
             Ok(())
         })();
         if let Err(err) = result {
