@@ -2,16 +2,14 @@
 ends: the log line of an app that raised or left its response unanswered
 (the engine already sent the 500 or cut the connection), worded as the asgi
 worker words it, and the access log and metrics. The engine runs the app
-itself (``_native.AppRun``: native/src/asgi/run.rs) and calls these only
+itself (``_native.AppRun``: native/src/rsgi/app_run.rs) and calls these only
 when there is something to log or record."""
 
 from __future__ import annotations
 
-import collections.abc
 from collections.abc import Callable
 from typing import Any
 
-from supervise import _native
 from supervise.logs import Logger
 
 # How _native.HttpCycle.finish() saw the request end (Finish in cycle.rs).
@@ -21,9 +19,6 @@ _ANSWERED, _NOT_STARTED, _ERROR_BEFORE, _CUT_OFF, _INCOMPLETE, _CLIENT_GONE = ra
 # (and http.response.early_hint where the connection can write a 103: HTTP/1.1
 # requests that hyper does not serve).
 EXTENSIONS: dict[str, dict[str, Any]] = {"http.response.pathsend": {}, "http.response.trailers": {}}
-
-# asyncio's Task takes what asyncio.iscoroutine() accepts.
-collections.abc.Coroutine.register(_native.AppRun)
 
 
 def request_line(scope: dict[str, Any]) -> str:
@@ -36,10 +31,13 @@ def request_line(scope: dict[str, Any]) -> str:
 
 def make_log_outcome(*, log: Logger) -> Callable[[int, dict[str, Any], Any], None]:
     """``log_outcome(finish, scope, exc)``: the line for a request whose app
-    raised ``exc`` or (``exc`` None) returned without finishing its response."""
+    raised ``exc`` or (``exc`` None) returned without finishing its response.
+    A cancellation (the worker stopping) is no error of the app's."""
 
     def log_outcome(finish: int, scope: dict[str, Any], exc: BaseException | None) -> None:
         line = request_line(scope)
+        if exc is not None and not isinstance(exc, Exception):
+            return
         if exc is not None:
             if finish == _CLIENT_GONE and isinstance(exc, OSError):
                 log.debug("Client gone during %s", line)

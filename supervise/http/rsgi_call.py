@@ -1,19 +1,20 @@
-"""The coroutine run for every RSGI request and WebSocket session: the app
-call, and what happens when the app raises or returns without answering
-(Rust sends the 500 or cuts the connection, and for a WebSocket refuses the
-upgrade or closes with 1011; this logs it with the request line). Both
-protocol objects report the same outcomes through ``_finish()``."""
+"""What the worker does when an RSGI request or WebSocket session ends: the
+log line of an app that raised or returned without answering (the engine
+already sent the 500, cut the connection, refused the upgrade or closed with
+1011), and the access log and metrics. The engine runs the app itself
+(``_native.AppRun``: native/src/rsgi/app_run.rs) and calls these only when
+there is something to log or record."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
-from time import perf_counter
+from collections.abc import Callable
 from typing import Any
 
 from supervise.logs import Logger
 from supervise.rsgi import RSGIProtocolClosed
 
-# What HTTPProtocol._finish() reports.
+# How the protocol object's finish() saw the exchange end (Finish in
+# native/src/rsgi/protocol.rs).
 _ANSWERED, _NO_RESPONSE, _ERROR_BEFORE, _CUT_OFF = range(4)
 
 
@@ -28,32 +29,37 @@ def request_line(scope: Any) -> str:
     return f"{scope.method} {target} HTTP/{scope.http_version}"
 
 
-def make_handler(
-    *,
-    app: Any,
-    log: Logger,
-    access_log: bool,
-    record: Callable[[int, float, int], None] | None = None,
-) -> Callable[[Any, Any], Coroutine[Any, Any, None]]:
-    """``handler(scope, protocol)``: the coroutine the native server starts as a Task.
+def make_log_outcome(*, log: Logger) -> Callable[[int, Any, BaseException | None], None]:
+    """``log_outcome(finish, scope, exc)``: the line for an exchange whose app
+    raised ``exc`` (a cancellation too) or returned without answering."""
 
-    ``record(status, seconds, body_bytes)`` is the worker's scoreboard recorder
-    when metrics are on. The body goes out in Rust, which does not report its
-    size yet: bytes are recorded as 0 until the server writes the slot itself.
-    """
-    call = app_callable(app)
-
-    def report(scope: Any, outcome: int) -> None:
-        if outcome == _NO_RESPONSE:
+    def log_outcome(finish: int, scope: Any, exc: BaseException | None) -> None:
+        if isinstance(exc, RSGIProtocolClosed):
+            # The client left (or sent a broken body, answered 400 already):
+            # not the app's fault, no traceback.
+            if finish == _CUT_OFF:
+                log.debug("Client gone during %s", request_line(scope))
+        elif finish == _NO_RESPONSE:
             log.error("Application returned without a response: %s", request_line(scope))
-        elif outcome == _ERROR_BEFORE:
-            log.exception("Error handling request %s", request_line(scope))
-        elif outcome == _CUT_OFF:
+        elif finish == _ERROR_BEFORE:
+            log.exception("Error handling request %s", request_line(scope), exc_info=exc)
+        elif finish == _CUT_OFF:
             what = "WebSocket closed with 1011" if scope.proto == "ws" else "response cut off"
-            log.exception("Error handling request %s (%s)", request_line(scope), what)
+            log.exception("Error handling request %s (%s)", request_line(scope), what, exc_info=exc)
 
-    # Timed in the one coroutine: a wrapping one cost a frame per request.
-    measured = access_log or record is not None
+    return log_outcome
+
+
+def make_done(
+    *, log: Logger, access_log: bool, record: Callable[[int, float, int], None] | None
+) -> Callable[[Any, Any, float], None] | None:
+    """``done(scope, protocol, seconds)`` after every exchange, for the access
+    log and ``record(status, seconds, body_bytes)`` (the worker's scoreboard
+    when metrics are on); None when neither is on, so the engine times
+    nothing. The body goes out in Rust, which does not report its size yet:
+    bytes are recorded as 0 until the server writes the slot itself."""
+    if not access_log and record is None:
+        return None
 
     def done(scope: Any, proto: Any, elapsed: float) -> None:
         if record is not None:
@@ -61,28 +67,7 @@ def make_handler(
         if access_log:
             log.access(_AccessRecord(proto._status), None, _environ(scope), elapsed)
 
-    async def handle(scope: Any, proto: Any) -> None:
-        started = perf_counter() if measured else 0.0
-        try:
-            await call(scope, proto)
-        except RSGIProtocolClosed:
-            # The client left (or sent a broken body, answered 400 already):
-            # not the app's fault, no traceback.
-            if proto._finish(True) == _CUT_OFF:
-                log.debug("Client gone during %s", request_line(scope))
-        except BaseException as exc:
-            report(scope, proto._finish(True))
-            if not isinstance(exc, Exception):
-                raise
-        else:
-            outcome = proto._finish(False)
-            if outcome:
-                report(scope, outcome)
-        finally:
-            if measured:
-                done(scope, proto, perf_counter() - started)
-
-    return handle
+    return done
 
 
 def _environ(scope: Any) -> dict[str, str]:

@@ -35,7 +35,7 @@ from typing import Any
 
 from supervise import _native
 from supervise.http.proxy import ProxyRules
-from supervise.http.rsgi_call import make_handler
+from supervise.http.rsgi_call import app_callable, make_done, make_log_outcome
 from supervise.workers.base import APP_LOAD_ERROR, WORKER_BOOT_ERROR
 from supervise.workers.evloop import SHUTDOWN_SHARE, LoopWorker, cancel_remaining
 from supervise.workers.rsgi_tls import native_tls
@@ -104,14 +104,13 @@ class RsgiWorker(LoopWorker):
             except Exception:
                 self.log.exception("The application's __rsgi_init__ failed")
                 raise SystemExit(APP_LOAD_ERROR) from None
-        handler = make_handler(
-            app=self.app,
-            log=self.log,
-            access_log=self.log.access_enabled,
-            record=self.record,
+        calls = _native.AppCalls(
+            app=app_callable(self.app),
+            log_outcome=make_log_outcome(log=self.log),
+            done=make_done(log=self.log, access_log=self.log.access_enabled, record=self.record),
         )
         self.start_server(
-            handler=handler,
+            rsgi=calls,
             event_loop=loop,
             threads=cfg.runtime_threads,
             mode=cfg.runtime_mode,

@@ -9,20 +9,16 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict};
 
 use crate::py::asgi_scope;
+use crate::rsgi::app_run::AppCalls;
 use crate::rsgi::forwarded::Proxied;
 use crate::server::{ConnInfo, TlsInfo};
 use crate::wsgi::HyperHead;
 
 #[pyclass(module = "supervise._native", frozen)]
 pub struct AsgiApp {
-    /// The ASGI app: `app(scope, receive, send)`.
-    pub(crate) app: Py<PyAny>,
-    /// `log_outcome(finish, scope, exc)`: the log line of a request the app
-    /// raised in (`exc`) or left unanswered (`finish`, see cycle.rs).
-    pub(crate) log_outcome: Py<PyAny>,
-    /// `done(scope, cycle, seconds)` after every request: the access log and
-    /// metrics; None when both are off.
-    pub(crate) done: Option<Py<PyAny>>,
+    /// The app and the worker's callables for how a request ended
+    /// (`AppRun`, native/src/rsgi/app_run.rs).
+    pub(crate) calls: Py<AppCalls>,
     /// `ws_handler(scope, protocol)`: the same for a WebSocket handshake,
     /// over the RSGI WebSocket protocol object (`http/asgi_engine_ws.py`).
     pub(crate) ws_handler: Py<PyAny>,
@@ -61,9 +57,7 @@ impl AsgiApp {
         let hinted = extensions.bind(py).copy()?;
         hinted.set_item("http.response.early_hint", PyDict::new(py))?;
         Ok(AsgiApp {
-            app,
-            log_outcome,
-            done,
+            calls: Py::new(py, AppCalls::new(app, log_outcome, done))?,
             ws_handler,
             root_path,
             asgi,

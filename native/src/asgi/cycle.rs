@@ -81,7 +81,7 @@ fn after_body(trailers: Option<oneshot::Sender<HeaderMap>>, announced: bool) -> 
 /// to `log_outcome`, numbered as `http/asgi_engine.py` reads it).
 #[derive(Clone, Copy)]
 #[repr(u8)]
-pub(super) enum Finish {
+enum Finish {
     Answered = 0,
     NotStarted = 1,
     ErrorBeforeResponse = 2,
@@ -337,10 +337,10 @@ impl HttpCycle {
     /// Called when the app returned (`error` False) or raised:
     /// a 500 when nothing was sent, a cut connection when a streamed
     /// response is unfinished.
-    pub(super) fn finish(&self, error: bool) -> Finish {
+    pub(crate) fn finish(&self, error: bool) -> u8 {
         let out = std::mem::replace(&mut *lock(&self.outbound), Outbound::Complete);
         let gone = self.gone(&out);
-        match out {
+        let finish = match out {
             Outbound::Complete => Finish::Answered,
             _ if gone => Finish::ClientGone,
             Outbound::NotStarted | Outbound::Started { .. } => {
@@ -363,7 +363,8 @@ impl HttpCycle {
                     Finish::Incomplete
                 }
             }
-        }
+        };
+        finish as u8
     }
 }
 

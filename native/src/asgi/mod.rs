@@ -9,18 +9,15 @@
 mod app;
 mod cycle;
 mod messages;
-mod run;
 
 pub use app::AsgiApp;
 pub use cycle::HttpCycle;
 pub use messages::{disconnect_message, request_message};
-pub use run::AppRun;
 
 use pyo3::prelude::*;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<app::AsgiApp>()?;
     m.add_class::<cycle::HttpCycle>()?;
-    m.add_class::<run::AppRun>()?;
     Ok(())
 }

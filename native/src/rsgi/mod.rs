@@ -9,6 +9,7 @@
 //! call. Python reaches tokio through channels and `Handle::spawn`, which
 //! need no GIL either.
 
+pub(crate) mod app_run;
 pub(crate) mod awaitable;
 pub(crate) mod body;
 pub(crate) mod bridge;
@@ -36,6 +37,12 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         py.get_type::<errors::RSGIProtocolClosed>(),
     )?;
     m.add_class::<server::NativeServer>()?;
+    m.add_class::<app_run::AppCalls>()?;
+    m.add_class::<app_run::AppRun>()?;
+    // asyncio's Task takes what asyncio.iscoroutine() accepts.
+    py.import("collections.abc")?
+        .getattr("Coroutine")?
+        .call_method1("register", (py.get_type::<app_run::AppRun>(),))?;
     m.add_class::<tls::RsgiTls>()?;
     m.add_class::<scope::Scope>()?;
     m.add_class::<headers::Headers>()?;

@@ -307,8 +307,17 @@ impl HTTPProtocol {
         ))
     }
 
-    /// Called by the wrapper when the app returned (`error` False) or raised.
-    fn _finish(&self, error: bool) -> u8 {
+    /// The status of the response sent (0: none yet), for the access log.
+    #[getter]
+    fn _status(&self) -> u16 {
+        self.status.load(Ordering::Relaxed)
+    }
+}
+
+impl HTTPProtocol {
+    /// Called by `AppRun` when the app returned (`error` False) or raised:
+    /// a 500 when nothing was sent, a cut connection when a stream is open.
+    pub(crate) fn finish(&self, error: bool) -> u8 {
         let stream = self.stream.lock().unwrap_or_else(|e| e.into_inner()).take();
         let result = if self.reply.send(server_error()) {
             self.status.store(500, Ordering::Relaxed);
@@ -326,11 +335,5 @@ impl HTTPProtocol {
         };
         drop(stream);
         result as u8
-    }
-
-    /// The status of the response sent (0: none yet), for the access log.
-    #[getter]
-    fn _status(&self) -> u16 {
-        self.status.load(Ordering::Relaxed)
     }
 }

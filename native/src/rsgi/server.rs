@@ -12,6 +12,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use super::app_run::{AppCalls, AppRun, Served};
 use super::awaitable::Ready;
 use super::bridge::{Bridge, BridgeDispatch, Event, Outcome};
 use super::errors::{RSGIProtocolClosed, RSGIProtocolError};
@@ -80,8 +81,8 @@ impl LoopCtx {
 #[pyclass(module = "supervise._native", frozen)]
 pub struct NativeServer {
     ctx: Arc<LoopCtx>,
-    /// The RSGI handler; None when the server runs a WSGI or ASGI app.
-    handler: Option<Py<PyAny>>,
+    /// The RSGI app and the worker's callables; None for a WSGI or ASGI app.
+    rsgi: Option<Py<AppCalls>>,
     /// Set for an ASGI app (`asgi`).
     asgi: Option<Py<crate::asgi::AsgiApp>>,
     /// Set for WSGI: how long the app has held the threads that call it.
@@ -98,14 +99,14 @@ fn seconds(s: f64) -> Option<Duration> {
 
 #[pymethods]
 impl NativeServer {
-    /// `handler(scope, protocol)` returns the coroutine to run for a request
-    /// (RSGI); with `wsgi` instead, the WSGI app is called on the runtime
-    /// threads themselves (`native/src/wsgi`); with `asgi`, each request runs
-    /// an `AppRun` (native/src/asgi/run.rs) and WebSockets its `ws_handler`. `start_task(coro)` makes each a Task (default: the
-    /// loop's `create_task`). `fds` are (fd, is_unix) of the listening
-    /// sockets.
+    /// One of: `rsgi`, an RSGI app, each request and WebSocket session run
+    /// as an `AppRun` (app_run.rs); `wsgi`, the WSGI app called on the
+    /// runtime threads themselves (`native/src/wsgi`); `asgi`, each request
+    /// run as an `AppRun`, WebSockets by its `ws_handler`. `start_task(coro)`
+    /// makes each a Task (default: the loop's `create_task`). `fds` are
+    /// (fd, is_unix) of the listening sockets.
     #[new]
-    #[pyo3(signature = (*, handler = None, event_loop, fds, threads = 1, mode = "st", header_timeout = 10.0,
+    #[pyo3(signature = (*, rsgi = None, event_loop, fds, threads = 1, mode = "st", header_timeout = 10.0,
         keepalive = 2.0, limit_request_line = 4094, limit_request_fields = 100,
         limit_request_field_size = 8190, limit_request_body = 0, limit_concurrency = 0, worker_connections = 0,
         max_requests = 0,
@@ -120,7 +121,7 @@ impl NativeServer {
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        handler: Option<Py<PyAny>>,
+        rsgi: Option<Py<AppCalls>>,
         event_loop: &Bound<'_, PyAny>,
         fds: Vec<(i32, bool)>,
         threads: usize,
@@ -156,11 +157,9 @@ impl NativeServer {
         asgi: Option<Py<crate::asgi::AsgiApp>>,
         start_task: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
-        let sides = [handler.is_some(), wsgi.is_some(), asgi.is_some()];
+        let sides = [rsgi.is_some(), wsgi.is_some(), asgi.is_some()];
         if sides.iter().filter(|&&given| given).count() != 1 {
-            return Err(PyValueError::new_err(
-                "give one of handler (RSGI), wsgi or asgi",
-            ));
+            return Err(PyValueError::new_err("give one of rsgi, wsgi or asgi"));
         }
         let forwarded = proxy
             .map(|(names, resolve)| Forwarded::new(names, resolve))
@@ -261,7 +260,7 @@ impl NativeServer {
                 bridge,
                 create_future: event_loop.getattr("create_future")?.unbind(),
             }),
-            handler,
+            rsgi,
             asgi,
             app_clock,
             create_task: match start_task {
@@ -352,10 +351,16 @@ fn flush_replies() {
 }
 
 impl NativeServer {
-    fn handler(&self) -> PyResult<&Py<PyAny>> {
-        self.handler
+    fn rsgi(&self) -> PyResult<&Py<AppCalls>> {
+        self.rsgi
             .as_ref()
-            .ok_or_else(|| PyValueError::new_err("no RSGI handler"))
+            .ok_or_else(|| PyValueError::new_err("no RSGI app"))
+    }
+
+    /// Starts `run` as the exchange's Task.
+    fn run_task(&self, py: Python<'_>, run: AppRun) -> PyResult<()> {
+        self.create_task.call1(py, (Py::new(py, run)?,))?;
+        Ok(())
     }
 
     /// `f` on the running server; the default once it is closed.
@@ -392,7 +397,7 @@ impl NativeServer {
 
     fn start(&self, py: Python<'_>, ex: crate::server::Exchange) {
         if let Some(app) = &self.asgi {
-            return self.start_asgi(py, app, ex);
+            return self.start_asgi(py, app.get(), ex);
         }
         let (proto, head, conn) = HTTPProtocol::new(self.ctx.clone(), ex);
         let reply = proto.reply_slot();
@@ -401,26 +406,19 @@ impl NativeServer {
             Err(status) => return Self::refuse_proxied(&reply, status),
         };
         let result = (|| -> PyResult<()> {
-            let scope = Py::new(py, Scope::new(head, conn, proxied))?;
-            let proto = Py::new(py, proto)?;
-            let coro = self.handler()?.call1(py, (scope, proto))?;
-            self.create_task.call1(py, (coro,))?;
-            Ok(())
+            let scope = Py::new(py, Scope::new(head, conn, proxied))?.into_any();
+            let served = Served::Rsgi(Py::new(py, proto)?);
+            let calls = self.rsgi()?.clone_ref(py);
+            self.run_task(py, AppRun::new(calls, scope, served))
         })();
         if let Err(err) = result {
-            // The wrapper logs the app's errors itself; this is the wrapper failing.
+            // AppRun logs the app's errors itself; this is starting it failing.
             err.print(py);
             reply.send(super::body::server_error());
         }
     }
 
-    fn start_asgi(
-        &self,
-        py: Python<'_>,
-        app_ref: &Py<crate::asgi::AsgiApp>,
-        ex: crate::server::Exchange,
-    ) {
-        let app = app_ref.get();
+    fn start_asgi(&self, py: Python<'_>, app: &crate::asgi::AsgiApp, ex: crate::server::Exchange) {
         let (cycle, head) = crate::asgi::HttpCycle::new(self.ctx.clone(), ex);
         let reply = cycle.reply_slot();
         let conn = cycle.conn();
@@ -431,8 +429,12 @@ impl NativeServer {
         let result = (|| -> PyResult<()> {
             let scope = app.http_scope(py, &head, &conn, &proxied, cycle.writes_interim())?;
             let cycle = Py::new(py, cycle)?;
-            let run = crate::asgi::AppRun::new(app_ref.clone_ref(py), scope.unbind(), cycle);
-            self.create_task.call1(py, (Py::new(py, run)?,))?;
+            let run = AppRun::new(
+                app.calls.clone_ref(py),
+                scope.into_any().unbind(),
+                Served::Asgi(cycle),
+            );
+            self.run_task(py, run)?;
             Ok(())
         })();
         if let Err(err) = result {
@@ -472,8 +474,10 @@ impl NativeServer {
                     app.ws_handler.call1(py, (scope, proto.clone_ref(py)))?
                 }
                 None => {
-                    let scope = Py::new(py, Scope::websocket(head, conn, proxied))?;
-                    self.handler()?.call1(py, (scope, proto.clone_ref(py)))?
+                    let scope = Py::new(py, Scope::websocket(head, conn, proxied))?.into_any();
+                    let served = Served::RsgiWs(proto.clone_ref(py));
+                    let calls = self.rsgi()?.clone_ref(py);
+                    return self.run_task(py, AppRun::new(calls, scope, served));
                 }
             };
             self.create_task.call1(py, (coro,))?;

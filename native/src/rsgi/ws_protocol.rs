@@ -245,26 +245,10 @@ impl WebsocketProtocol {
         Ok(true)
     }
 
-    /// Called by the wrapper when the app returned (`error` False) or raised.
+    /// What the ASGI adapter (`http/asgi_engine_ws.py`) calls when the app
+    /// returned (`error` False) or raised.
     fn _finish(&self, error: bool) -> u8 {
-        let code = if error { 500 } else { 403 };
-        if self.refuse(StatusCode::from_u16(code).unwrap_or(StatusCode::FORBIDDEN)) {
-            let outcome = if error {
-                Finish::ErrorBeforeResponse
-            } else {
-                Finish::Answered
-            };
-            return outcome as u8;
-        }
-        let mut state = self.lock();
-        let accepted = matches!(*state, State::Accepted(_));
-        self.close_with(&mut state, if error { 1011 } else { 1000 }, "");
-        let outcome = match (error, accepted) {
-            (false, _) => Finish::Answered,
-            (true, true) => Finish::CutOff,
-            (true, false) => Finish::ErrorBeforeResponse,
-        };
-        outcome as u8
+        self.finish(error)
     }
 
     /// Beyond RSGI: resolves once the exchange is over (the handshake refused,
@@ -297,4 +281,30 @@ fn extra_headers(pairs: Vec<(Vec<u8>, Vec<u8>)>) -> PyResult<hyper::HeaderMap> {
         map.append(n, v);
     }
     Ok(map)
+}
+
+impl WebsocketProtocol {
+    /// Called when the app returned (`error` False) or raised: the
+    /// handshake refused (403, or 500) if not answered, else the session
+    /// closed (1000, or 1011).
+    pub(crate) fn finish(&self, error: bool) -> u8 {
+        let code = if error { 500 } else { 403 };
+        if self.refuse(StatusCode::from_u16(code).unwrap_or(StatusCode::FORBIDDEN)) {
+            let outcome = if error {
+                Finish::ErrorBeforeResponse
+            } else {
+                Finish::Answered
+            };
+            return outcome as u8;
+        }
+        let mut state = self.lock();
+        let accepted = matches!(*state, State::Accepted(_));
+        self.close_with(&mut state, if error { 1011 } else { 1000 }, "");
+        let outcome = match (error, accepted) {
+            (false, _) => Finish::Answered,
+            (true, true) => Finish::CutOff,
+            (true, false) => Finish::ErrorBeforeResponse,
+        };
+        outcome as u8
+    }
 }

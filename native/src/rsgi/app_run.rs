@@ -1,8 +1,9 @@
-//! `AppRun`: what the Task of one ASGI request runs. It is the app's own
-//! coroutine, stepped from Rust, plus what the engine does when the app
-//! ends: the 500 or cut connection of an unanswered request, and the log
-//! lines and access record (Python callables of `AsgiApp`, called only when
-//! there is something to log or the access log or metrics are on).
+//! `AppRun`: what the Task of one ASGI or RSGI request (or RSGI WebSocket
+//! session) runs. It is the app's own coroutine, stepped from Rust, plus
+//! what the engine does when the app ends: the 500, refused handshake or cut
+//! connection of an unanswered exchange (the protocol object's `finish`),
+//! and the log lines and access record (the worker's `AppCalls`, called
+//! only when there is something to log or the access log or metrics are on).
 //!
 //! A Python wrapper coroutine did this before: one more frame per request,
 //! resumed at every step of the app. Driven through `tp_iternext` (what
@@ -18,11 +19,80 @@ use pyo3::exceptions::{
     PyAttributeError, PyException, PyGeneratorExit, PyRuntimeError, PyStopIteration,
 };
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 use pyo3::{ffi, intern};
 
-use super::app::AsgiApp;
-use super::cycle::{Finish, HttpCycle};
+use super::protocol::HTTPProtocol;
+use super::ws_protocol::WebsocketProtocol;
+use crate::asgi::HttpCycle;
+
+/// The worker's side, the same for every request of one server (RSGI:
+/// `NativeServer(rsgi=)`; ASGI: inside `AsgiApp`).
+#[pyclass(module = "supervise._native", frozen)]
+pub struct AppCalls {
+    /// The app: ASGI's `app(scope, receive, send)`, RSGI's `__rsgi__` or
+    /// `__call__(scope, protocol)`.
+    pub app: Py<PyAny>,
+    /// `log_outcome(finish, scope, exc)`: the log line of an exchange the
+    /// app raised in (`exc`, the Task's cancellation too) or left unanswered
+    /// (`finish`, numbered as the protocol object's `Finish`; 0 answered).
+    pub log_outcome: Py<PyAny>,
+    /// `done(scope, protocol, seconds)` after every exchange: the access log
+    /// and metrics; None when both are off, and then nothing is timed.
+    pub done: Option<Py<PyAny>>,
+}
+
+#[pymethods]
+impl AppCalls {
+    #[new]
+    #[pyo3(signature = (*, app, log_outcome, done))]
+    pub fn new(app: Py<PyAny>, log_outcome: Py<PyAny>, done: Option<Py<PyAny>>) -> Self {
+        AppCalls {
+            app,
+            log_outcome,
+            done,
+        }
+    }
+}
+
+/// The protocol object of the exchange: what the app is called with and
+/// what ends the exchange.
+pub enum Served {
+    Asgi(Py<HttpCycle>),
+    Rsgi(Py<HTTPProtocol>),
+    RsgiWs(Py<WebsocketProtocol>),
+}
+
+impl Served {
+    fn call_app(&self, py: Python<'_>, app: &Py<PyAny>, scope: &Py<PyAny>) -> PyResult<Py<PyAny>> {
+        let scope = scope.clone_ref(py);
+        match self {
+            Served::Asgi(cycle) => {
+                let cycle = cycle.bind(py);
+                let receive = cycle.getattr(intern!(py, "receive"))?;
+                let send = cycle.getattr(intern!(py, "send"))?;
+                app.call1(py, (scope, receive, send))
+            }
+            Served::Rsgi(proto) => app.call1(py, (scope, proto.clone_ref(py))),
+            Served::RsgiWs(proto) => app.call1(py, (scope, proto.clone_ref(py))),
+        }
+    }
+
+    fn finish(&self, error: bool) -> u8 {
+        match self {
+            Served::Asgi(cycle) => cycle.get().finish(error),
+            Served::Rsgi(proto) => proto.get().finish(error),
+            Served::RsgiWs(proto) => proto.get().finish(error),
+        }
+    }
+
+    fn object(&self, py: Python<'_>) -> Py<PyAny> {
+        match self {
+            Served::Asgi(cycle) => cycle.clone_ref(py).into_any(),
+            Served::Rsgi(proto) => proto.clone_ref(py).into_any(),
+            Served::RsgiWs(proto) => proto.clone_ref(py).into_any(),
+        }
+    }
+}
 
 /// Where the app's coroutine is.
 enum Stage {
@@ -45,9 +115,9 @@ enum Step {
 /// (`repr(current_task())` reads `cr_running`).
 #[pyclass(module = "supervise._native", frozen)]
 pub struct AppRun {
-    app: Py<AsgiApp>,
-    scope: Py<PyDict>,
-    cycle: Py<HttpCycle>,
+    calls: Py<AppCalls>,
+    scope: Py<PyAny>,
+    served: Served,
     stage: Mutex<Stage>,
     /// Set at the first step when the access log or metrics are on.
     started: OnceLock<Instant>,
@@ -58,11 +128,11 @@ fn lock(stage: &Mutex<Stage>) -> std::sync::MutexGuard<'_, Stage> {
 }
 
 impl AppRun {
-    pub fn new(app: Py<AsgiApp>, scope: Py<PyDict>, cycle: Py<HttpCycle>) -> AppRun {
+    pub fn new(calls: Py<AppCalls>, scope: Py<PyAny>, served: Served) -> AppRun {
         AppRun {
-            app,
+            calls,
             scope,
-            cycle,
+            served,
             stage: Mutex::new(Stage::Unstarted),
             started: OnceLock::new(),
         }
@@ -111,56 +181,53 @@ impl AppRun {
     }
 
     fn call_app(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let app = self.app.get();
-        if app.done.is_some() {
+        let calls = self.calls.get();
+        if calls.done.is_some() {
             let _ = self.started.set(Instant::now());
         }
         *lock(&self.stage) = Stage::Over;
-        let cycle = self.cycle.bind(py);
-        let receive = cycle.getattr(intern!(py, "receive"))?;
-        let send = cycle.getattr(intern!(py, "send"))?;
-        let coro = app
-            .app
-            .call1(py, (self.scope.clone_ref(py), receive, send))?;
+        let coro = self.served.call_app(py, &calls.app, &self.scope)?;
         *lock(&self.stage) = Stage::Running(coro.clone_ref(py));
         Ok(coro)
     }
 
     /// The app returned (`Ok`) or raised: the engine answers what it left
-    /// unanswered, the worker logs it. An `Exception` ends here (logged);
-    /// anything else (cancellation at exit) goes on up.
+    /// unanswered, the worker logs it. An `Exception` ends here; anything
+    /// else (the Task's cancellation at exit) goes on up once logged.
     fn ended(&self, py: Python<'_>, outcome: PyResult<()>) -> PyResult<Option<Py<PyAny>>> {
         let over = std::mem::replace(&mut *lock(&self.stage), Stage::Over);
         drop(over);
-        let cycle = self.cycle.get();
-        let app = self.app.get();
+        let finish = self.served.finish(outcome.is_err());
         let scope = self.scope.bind(py);
+        let calls = self.calls.get();
+        let log_outcome = calls.log_outcome.bind(py);
         let result = match outcome {
             Ok(()) => {
-                let finish = cycle.finish(false);
-                if matches!(finish, Finish::NotStarted | Finish::Incomplete) {
-                    report(app.log_outcome.bind(py), (finish as u8, scope, py.None()));
+                if finish != ANSWERED {
+                    report(log_outcome, (finish, scope, py.None()));
                 }
                 Ok(None)
             }
-            Err(err) if err.is_instance_of::<PyException>(py) => {
-                let finish = cycle.finish(true);
-                let exc = err.into_value(py);
-                report(app.log_outcome.bind(py), (finish as u8, scope, exc));
-                Ok(None)
-            }
             Err(err) => {
-                cycle.finish(true);
-                Err(err)
+                let exc = err.into_value(py).into_bound(py);
+                report(log_outcome, (finish, scope, &exc));
+                if exc.is_instance_of::<PyException>() {
+                    Ok(None)
+                } else {
+                    Err(PyErr::from_value(exc.into_any()))
+                }
             }
         };
-        if let (Some(started), Some(done)) = (self.started.get(), &app.done) {
+        if let (Some(started), Some(done)) = (self.started.get(), &calls.done) {
             let elapsed = started.elapsed().as_secs_f64();
-            report(done.bind(py), (scope, self.cycle.clone_ref(py), elapsed));
+            report(done.bind(py), (scope, self.served.object(py), elapsed));
         }
         result
     }
 }
+
+/// `Finish::Answered` of every protocol object.
+const ANSWERED: u8 = 0;
 
 /// Calls a logging callable; its own failure is reported, not raised into
 /// the Task (the request is over either way).
