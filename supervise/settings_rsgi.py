@@ -39,6 +39,23 @@ def _opt_seconds(value: Any) -> float | None:
 OPT_SECONDS = Check("number or None", _opt_seconds)
 
 
+def _opt_count(value: Any) -> int | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+        return None
+    return int_check(1)(value)
+
+
+OPT_COUNT = Check("int or None", _opt_count)
+
+
+def backpressure(cfg: Any) -> int:
+    """The requests one worker hands to the app at once: the setting, or as
+    Granian, the listen backlog shared out between the workers."""
+    if cfg.backpressure is not None:
+        return int(cfg.backpressure)
+    return max(1, int(cfg.backlog) // max(1, int(cfg.workers)))
+
+
 def declare(add: Callable[..., None]) -> None:
     """Append the RSGI section's settings through ``add`` (settings._adder)."""
     add(
@@ -72,6 +89,19 @@ def declare(add: Callable[..., None]) -> None:
         "single-threaded runtime per thread, each accepting on every listener (no work "
         "stealing, no cross-thread wake-ups); `mt`, one work-stealing runtime with "
         "`runtime_threads` workers.",
+    )
+    add(
+        name="backpressure",
+        flags=["--backpressure"],
+        metavar="INT",
+        validator=OPT_COUNT,
+        default=None,
+        default_doc="`backlog / workers`, as Granian",
+        help="How many requests one worker hands to the app at once (rsgi and native): "
+        "the next one waits, unread, until one of them is answered, so a slow app "
+        "cannot pile up work in the worker. Requests count, not connections: an idle "
+        "keep-alive connection uses none. `limit_concurrency` instead answers 503 past "
+        "its number; the two combine (a request waiting here counts as in flight there).",
     )
     add(
         name="http",

@@ -8,6 +8,7 @@ http.client or raw sockets.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import signal
 import socket
@@ -294,7 +295,56 @@ def test_exception_after_response_start_cuts_the_connection(rsgi):
     assert "boom after the response started" in log
 
 
+def test_exception_after_a_whole_response_is_logged(rsgi):
+    server = rsgi()
+    r = httpx.get(url(server, "/raise-after-response"))
+    assert (r.status_code, r.text) == (200, "answered")
+    log = server.wait_for_log(r"Error handling request GET /raise-after-response HTTP/1.1")
+    assert "boom after the response was sent" in log
+
+
+def test_a_second_response_stream_does_not_write_into_the_first(rsgi):
+    server = rsgi()
+    r = httpx.get(url(server, "/stream-twice"))
+    assert (r.status_code, r.text) == (200, "abc")
+
+
 # -- limits ---------------------------------------------------------------------------
+
+
+def _concurrently(server, n: int, path: str) -> list[httpx.Response]:
+    with concurrent.futures.ThreadPoolExecutor(n) as pool:
+        calls = [pool.submit(httpx.get, url(server, path), timeout=20) for _ in range(n)]
+        return [call.result() for call in calls]
+
+
+def test_backpressure_holds_requests_back_instead_of_refusing_them(rsgi):
+    server = rsgi("--backpressure", "2")
+    # Idle keep-alive connections hold no permit: two of them, each past
+    # its first request, do not keep the requests below from the app.
+    with httpx.Client() as idle_a, httpx.Client() as idle_b:
+        for client in (idle_a, idle_b):
+            assert client.get(url(server, "/concurrent?s=0")).status_code == 200
+        answers = _concurrently(server, 5, "/concurrent?s=0.3")
+    assert [r.status_code for r in answers] == [200] * 5
+    # Never more than two with the app, though five came at once.
+    assert max(int(r.text) for r in answers) == 2
+
+
+def test_without_backpressure_requests_reach_the_app_together(rsgi):
+    """The counterpart of the test above: the bound is what held them back."""
+    answers = _concurrently(rsgi(), 5, "/concurrent?s=0.5")
+    assert max(int(r.text) for r in answers) >= 3
+
+
+def test_limit_concurrency_answers_503(rsgi, marks):
+    server = rsgi("--limit-concurrency", "1")
+    slow = threading.Thread(target=lambda: httpx.get(url(server, "/sleep?s=1.5"), timeout=10))
+    slow.start()
+    wait_until(lambda: (marks / "sleeping").exists())
+    assert httpx.get(url(server, "/text")).status_code == 503
+    slow.join()
+    assert httpx.get(url(server, "/text")).status_code == 201
 
 
 def test_limit_request_line_is_414(rsgi):

@@ -46,6 +46,12 @@ def make_log_outcome(*, log: Logger) -> Callable[[int, Any, BaseException | None
         elif finish == _CUT_OFF:
             what = "WebSocket closed with 1011" if scope.proto == "ws" else "response cut off"
             log.exception("Error handling request %s (%s)", request_line(scope), what, exc_info=exc)
+        elif isinstance(exc, Exception):
+            # Raised once the whole response had gone: the client has its
+            # answer, but the app's error must not vanish.
+            log.exception(
+                "Error handling request %s (after the response)", request_line(scope), exc_info=exc
+            )
 
     return log_outcome
 

@@ -36,6 +36,7 @@ from typing import Any
 from supervise import _native
 from supervise.http.proxy import ProxyRules
 from supervise.http.rsgi_call import app_callable, make_done, make_log_outcome
+from supervise.settings_rsgi import backpressure
 from supervise.workers.base import APP_LOAD_ERROR, WORKER_BOOT_ERROR
 from supervise.workers.evloop import SHUTDOWN_SHARE, LoopWorker, cancel_remaining
 from supervise.workers.rsgi_tls import native_tls
@@ -133,6 +134,7 @@ class RsgiWorker(LoopWorker):
                 limit_request_field_size=cfg.limit_request_field_size,
                 limit_request_body=cfg.limit_request_body,
                 limit_concurrency=cfg.limit_concurrency,
+                backpressure=backpressure(cfg),
                 worker_connections=cfg.worker_connections,
                 # This worker's number (jitter applied): the response that
                 # reaches it says Connection: close.

@@ -133,6 +133,23 @@ async def twice(scope, proto):
     proto.response_str(500, [], "second")  # only the first response call counts
 
 
+async def stream_twice(scope, proto):
+    """A second response_stream must not write into the first response."""
+    first = proto.response_stream(200, [])
+    await first.send_bytes(b"a")
+    second = proto.response_stream(500, [])
+    try:
+        await second.send_bytes(b"X")
+    except RSGIProtocolClosed:
+        await first.send_bytes(b"b")
+    await first.send_str("c")
+
+
+async def raises_after_response(scope, proto):
+    proto.response_str(200, [], "answered")
+    raise RuntimeError("boom after the response was sent")
+
+
 async def no_response(scope, proto):
     return None
 
@@ -154,6 +171,20 @@ async def sleep(scope, proto):
     proto.response_str(200, [], "slept")
 
 
+_with_app = {"now": 0, "most": 0}
+
+
+async def concurrent(scope, proto):
+    """Sleeps; answers how many requests were with the app at once, at most."""
+    _with_app["now"] += 1
+    _with_app["most"] = max(_with_app["most"], _with_app["now"])
+    try:
+        await asyncio.sleep(float(params(scope).get("s", "0.3")))
+    finally:
+        _with_app["now"] -= 1
+    proto.response_str(200, [], str(_with_app["most"]))
+
+
 async def bad_header(scope, proto):
     try:
         proto.response_str(200, [("x-bad", "a\r\nb")], "never")
@@ -172,10 +203,13 @@ ROUTES = {
     "/empty": empty,
     "/text": text,
     "/twice": twice,
+    "/stream-twice": stream_twice,
+    "/raise-after-response": raises_after_response,
     "/no-response": no_response,
     "/raise": raises,
     "/raise-after-start": raises_after_start,
     "/sleep": sleep,
+    "/concurrent": concurrent,
     "/bad-header": bad_header,
 }
 

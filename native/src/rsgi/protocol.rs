@@ -36,7 +36,8 @@ enum BodyState {
 
 const BODY_CUT: &str = "the client closed the connection while sending the body";
 
-/// What `_finish()` tells the Python wrapper, so that it logs the right line.
+/// How `finish()` saw the exchange end, for `AppRun` and the worker's
+/// `log_outcome` (`http/rsgi_call.py`), so that it logs the right line.
 #[derive(Clone, Copy)]
 #[repr(u8)]
 pub(super) enum Finish {
@@ -294,16 +295,20 @@ impl HTTPProtocol {
             chunks: rx,
             trailers: None,
         };
-        if self.reply.send(reply) {
+        // A second response call gets a transport of its own, never filled,
+        // whose sends fail: only the first response counts (sharing the
+        // first one's slot would have written into that response).
+        let slot = if self.reply.send(reply) {
             self.status.store(status, Ordering::Relaxed);
             *self.stream.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
-        }
-        // A second response call gets a transport whose sends fail: only
-        // the first response counts.
+            self.stream.clone()
+        } else {
+            StreamSlot::default()
+        };
         Ok(HTTPStreamTransport::new(
             self.ctx.clone(),
             self.reply.runtime().clone(),
-            self.stream.clone(),
+            slot,
         ))
     }
 

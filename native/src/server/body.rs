@@ -52,6 +52,8 @@ pub struct ExchangeGuard {
     conn: Arc<ConnInfo>,
     /// The request's number in the worker (`Counters::begin_request`).
     pub ordinal: u64,
+    /// Its `--backpressure` permit, once it has one.
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl ExchangeGuard {
@@ -63,7 +65,15 @@ impl ExchangeGuard {
             counters,
             conn,
             ordinal,
+            permit: None,
         }
+    }
+
+    /// Waits for the request's `--backpressure` permit (at once without
+    /// the bound). The guard is made first, so a waiting request counts as
+    /// in flight for `--limit-concurrency` and for a graceful stop.
+    pub async fn admit(&mut self, shared: &super::Shared) {
+        self.permit = shared.app_permit().await;
     }
 }
 

@@ -68,6 +68,9 @@ pub struct ServerConfig {
     /// `--limit-concurrency`: requests in flight past which a new one is
     /// answered 503 (0: no limit).
     pub limit_concurrency: usize,
+    /// `--backpressure`: requests handed to the app at once (0: no bound);
+    /// the next one waits for one of them to be answered.
+    pub backpressure: usize,
     /// `--worker-connections`: connections open at once (0: no limit),
     /// with the make-room rule of room.rs.
     pub max_connections: usize,

@@ -65,6 +65,7 @@ impl Dispatch for Echo {
 pub(crate) fn config(http: HttpMode) -> ServerConfig {
     ServerConfig {
         limit_concurrency: 0,
+        backpressure: 0,
         max_connections: 0,
         max_requests: 0,
         threads: 1,
@@ -110,6 +111,7 @@ async fn exchange_bytes(input: &[u8], piece: usize, http: HttpMode) -> Vec<u8> {
         config: cfg,
         dispatch: Box::new(Echo),
         room: None,
+        app_permits: None,
         counters: Arc::default(),
         stopping: Default::default(),
         stop_rx: stop_rx.clone(),

@@ -151,7 +151,8 @@ async fn exchange<I: Io>(
     });
     // Dropped once the reply is written (or the connection failed under it),
     // which tells the answerer the exchange is over.
-    let guard = ExchangeGuard::new(tracker.clone(), shared.counters.clone(), conn.clone());
+    let mut guard = ExchangeGuard::new(tracker.clone(), shared.counters.clone(), conn.clone());
+    guard.admit(shared).await;
     shared.dispatch.dispatch(Exchange {
         head: parts,
         body,

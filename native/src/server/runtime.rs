@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use super::config::{RuntimeMode, ServerConfig};
 use super::exchange::Dispatch;
@@ -84,6 +84,8 @@ pub struct Shared {
     pub dispatch: Box<dyn Dispatch>,
     /// `--worker-connections`; `None`: no cap.
     pub room: Option<Arc<super::room::Room>>,
+    /// `--backpressure`: one permit per request with the app; `None`: no bound.
+    pub app_permits: Option<Arc<Semaphore>>,
     pub counters: Arc<Counters>,
     /// Set on a graceful stop: every response not yet sent says `Connection: close`.
     pub stopping: std::sync::atomic::AtomicBool,
@@ -97,6 +99,17 @@ impl Shared {
     pub fn closes_after(&self, ordinal: u64) -> bool {
         let max = self.config.max_requests;
         (max > 0 && ordinal >= max) || self.stopping.load(Ordering::Acquire)
+    }
+
+    /// `--backpressure`: waits until fewer than that many requests are with
+    /// the app. Requests count, not connections: an idle keep-alive
+    /// connection holds no permit. The permit goes with the request's
+    /// `ExchangeGuard`, so it is given back once the response is written
+    /// (or the connection is gone).
+    pub async fn app_permit(&self) -> Option<OwnedSemaphorePermit> {
+        let permits = self.app_permits.as_ref()?;
+        // Never closed, so acquiring only fails if it were.
+        permits.clone().acquire_owned().await.ok()
     }
 
     /// `--limit-concurrency`: a new request now gets a 503.
@@ -129,6 +142,8 @@ impl Server {
             tls,
             room: (config.max_connections > 0)
                 .then(|| super::room::Room::new(config.max_connections)),
+            app_permits: (config.backpressure > 0)
+                .then(|| Arc::new(Semaphore::new(config.backpressure))),
             config,
             dispatch,
             counters: Arc::default(),

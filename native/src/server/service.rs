@@ -88,7 +88,8 @@ async fn answer(
     let tracker = Arc::new(Tracker::default());
     // Dropped with the response body (written or cut off), or here when the
     // connection goes away while the app is still working.
-    let guard = ExchangeGuard::new(tracker.clone(), shared.counters.clone(), conn.clone());
+    let mut guard = ExchangeGuard::new(tracker.clone(), shared.counters.clone(), conn.clone());
+    guard.admit(&shared).await;
     let ordinal = guard.ordinal;
     shared.dispatch.dispatch(Exchange {
         head,

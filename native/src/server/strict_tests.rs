@@ -8,6 +8,7 @@ use crate::server::{HttpMode, ServerConfig};
 fn cfg() -> ServerConfig {
     ServerConfig {
         limit_concurrency: 0,
+        backpressure: 0,
         max_connections: 0,
         max_requests: 0,
         keepalive: Some(Duration::from_secs(2)),
