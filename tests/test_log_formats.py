@@ -11,7 +11,7 @@ import re
 import socket
 from pathlib import Path
 
-from conftest import interface_of, wait_until
+from conftest import wait_until
 from ops_helpers import ops_app
 
 
@@ -66,8 +66,7 @@ def test_json_lines_for_every_worker_class(any_worker, start_server, tmp_path):
         "request_id": "req-42",
     }
     assert isinstance(first["duration"], float) and first["duration"] >= 0
-    # The rsgi body goes out in Rust, which does not report its size.
-    assert first["bytes"] == (None if interface_of(any_worker) == "rsgi" else 10)
+    assert first["bytes"] == 10
     assert second["status"] == 500 and "request_id" not in second
 
     def failure() -> dict | None:

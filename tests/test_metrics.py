@@ -73,11 +73,10 @@ def test_a_scrape_shows_requests_statuses_durations_and_workers(start_server, an
     assert after["supervise_request_duration_seconds_sum"] > 0
     buckets = after.labelled("supervise_request_duration_seconds_bucket", "le")
     assert len(buckets) == len(DURATION_BOUNDS) + 1 and buckets["+Inf"] == start + 7
-    if any_worker != "rsgi":  # the Rust server does not report body sizes yet
-        grew = after["supervise_response_body_bytes_total"]
-        grew -= before["supervise_response_body_bytes_total"]
-        # The 500's short body counts where the worker wrote it through the response.
-        assert sent <= grew <= sent + len(error_body)
+    grew = after["supervise_response_body_bytes_total"]
+    grew -= before["supervise_response_body_bytes_total"]
+    # The 500's short body counts where the worker wrote it through the response.
+    assert sent <= grew <= sent + len(error_body)
     assert after.value("supervise_workers", state="ready") == 2
     assert after["supervise_workers_target"] == 2
     assert after["supervise_generation"] == after["supervise_serving_generation"] == 1

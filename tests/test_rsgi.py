@@ -475,6 +475,36 @@ def test_access_log_line(rsgi, tmp_path):
     assert '" 201 ' in line and "probe" in line
 
 
+def test_access_log_has_body_sizes_and_response_headers(rsgi, tmp_path):
+    log = tmp_path / "access.log"
+    data = tmp_path / "data.bin"
+    data.write_bytes(bytes(1000))
+    fmt = "%(U)s %(s)s %(b)s %({set-cookie}o)s"
+    server = rsgi("--access-logfile", str(log), "--access-logformat", fmt)
+    paths = [
+        "/text",  # "héllo": 6 bytes of UTF-8, the last set-cookie wins
+        "/stream-out?n=3&size=4",  # aaaa bbbb cccc end
+        f"/file?path={data}",
+        f"/file?path={data}&start=10&end=110",
+        "/empty",
+    ]
+    for path in paths:
+        assert httpx.get(url(server, path)).status_code < 300
+
+    def lines() -> list[str]:  # the start-up probe's GET / aside
+        text = log.read_text() if log.exists() else ""
+        return [line for line in text.splitlines() if not line.startswith("/ ")]
+
+    wait_until(lambda: len(lines()) == len(paths))
+    assert lines() == [
+        "/text 201 6 b=2",
+        "/stream-out 200 15 -",
+        "/file 200 1000 -",
+        "/file 206 100 -",
+        "/empty 204 0 -",
+    ]
+
+
 def test_websocket_upgrade_with_ws_off_gets_a_plain_http_answer(rsgi):
     server = rsgi("--ws", "off")
     request = (

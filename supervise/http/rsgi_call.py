@@ -62,16 +62,19 @@ def make_done(
     """``done(scope, protocol, seconds)`` after every exchange, for the access
     log and ``record(status, seconds, body_bytes)`` (the worker's scoreboard
     when metrics are on); None when neither is on, so the engine times
-    nothing. The body goes out in Rust, which does not report its size yet:
-    bytes are recorded as 0 until the server writes the slot itself."""
+    nothing. The bytes are those the app handed to the server (a file's
+    size, a stream's chunks as they were queued)."""
     if not access_log and record is None:
         return None
 
     def done(scope: Any, proto: Any, elapsed: float) -> None:
+        # A WebSocket session (the 101 has no body) reports its status only.
+        status, sent = proto._status, getattr(proto, "_sent", 0)
         if record is not None:
-            record(proto._status, elapsed, 0)
+            record(status, elapsed, sent)
         if access_log:
-            log.access(_AccessRecord(proto._status), None, _environ(scope), elapsed)
+            answer = _AccessRecord(status, sent, getattr(proto, "_headers", None))
+            log.access(answer, None, _environ(scope), elapsed)
 
     return done
 
@@ -97,8 +100,8 @@ class _AccessRecord:
 
     __slots__ = ("headers", "sent", "status", "status_code")
 
-    def __init__(self, status: int) -> None:
+    def __init__(self, status: int, sent: int, headers: Any) -> None:
         self.status_code = status or None
         self.status = str(status) if status else "-"
-        self.sent = "-"  # the body goes out in Rust; its size is not reported back
-        self.headers: list[tuple[str, str]] = []
+        self.sent: int | None = sent if status else None
+        self.headers: list[tuple[str, str]] = list(headers or ())

@@ -4,8 +4,8 @@
 //! response call counts.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU16, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use hyper::body::{Body, Incoming};
@@ -58,6 +58,11 @@ pub struct HTTPProtocol {
     stream: StreamSlot,
     /// The status sent, for the access log (0 until a response call).
     status: AtomicU16,
+    /// Body bytes handed to the server (a stream's as they are sent), and
+    /// the response's headers as the app gave them: the access log's `%(b)s`
+    /// and `%({name}o)s`, and the metrics' byte count.
+    sent: Arc<AtomicU64>,
+    headers: OnceLock<Py<PyAny>>,
 }
 
 impl HTTPProtocol {
@@ -82,6 +87,8 @@ impl HTTPProtocol {
             }),
             stream: Arc::new(Mutex::new(None)),
             status: AtomicU16::new(0),
+            sent: Arc::default(),
+            headers: OnceLock::new(),
         };
         (proto, ex.head, ex.conn)
     }
@@ -97,10 +104,34 @@ impl HTTPProtocol {
         self.ctx.spawn(py, self.reply.runtime(), work)
     }
 
-    fn send(&self, status: u16, reply: Reply) {
-        if self.reply.send(reply) {
-            self.status.store(status, Ordering::Relaxed);
+    /// Sends the exchange's reply if it is the first response call, and
+    /// notes what the access log reads of it.
+    fn send(&self, status: u16, headers: &Bound<'_, PyAny>, reply: Reply, body_len: u64) -> bool {
+        if !self.reply.send(reply) {
+            return false;
         }
+        self.status.store(status, Ordering::Relaxed);
+        self.sent.fetch_add(body_len, Ordering::Relaxed);
+        let _ = self.headers.set(headers.clone().unbind());
+        true
+    }
+}
+
+fn reply_len(reply: &Reply) -> u64 {
+    match reply {
+        Reply::Full { body, .. } => body.len() as u64,
+        _ => 0,
+    }
+}
+
+/// What a file response will send, for the access log: the file's size, or
+/// the part of it a range covers (0 when it cannot be read: the server then
+/// answers the error itself).
+fn file_len(path: &std::path::Path, range: Option<(u64, u64)>) -> u64 {
+    let size = std::fs::metadata(path).map_or(0, |m| m.len());
+    match range {
+        Some((start, end)) => end.min(size).saturating_sub(start),
+        None => size,
     }
 }
 
@@ -211,7 +242,7 @@ impl HTTPProtocol {
             headers: header_map(headers)?,
             body: Bytes::new(),
         };
-        self.send(status, reply);
+        self.send(status, headers, reply, 0);
         Ok(())
     }
 
@@ -226,7 +257,8 @@ impl HTTPProtocol {
             headers: header_map(headers)?,
             body: Bytes::copy_from_slice(body.to_str()?.as_bytes()),
         };
-        self.send(status, reply);
+        let len = reply_len(&reply);
+        self.send(status, headers, reply, len);
         Ok(())
     }
 
@@ -241,7 +273,8 @@ impl HTTPProtocol {
             headers: header_map(headers)?,
             body: crate::py::body_bytes::body_bytes(body),
         };
-        self.send(status, reply);
+        let len = reply_len(&reply);
+        self.send(status, headers, reply, len);
         Ok(())
     }
 
@@ -251,13 +284,14 @@ impl HTTPProtocol {
         headers: &Bound<'_, PyAny>,
         file: PathBuf,
     ) -> PyResult<()> {
+        let len = file_len(&file, None);
         let reply = Reply::File {
             status: status_code(status)?,
             headers: header_map(headers)?,
             path: file,
             range: None,
         };
-        self.send(status, reply);
+        self.send(status, headers, reply, len);
         Ok(())
     }
 
@@ -273,13 +307,14 @@ impl HTTPProtocol {
         if end < start {
             return Err(PyValueError::new_err("end before start"));
         }
+        let len = file_len(&file, Some((start, end)));
         let reply = Reply::File {
             status: status_code(status)?,
             headers: header_map(headers)?,
             path: file,
             range: Some((start, end)),
         };
-        self.send(status, reply);
+        self.send(status, headers, reply, len);
         Ok(())
     }
 
@@ -298,17 +333,17 @@ impl HTTPProtocol {
         // A second response call gets a transport of its own, never filled,
         // whose sends fail: only the first response counts (sharing the
         // first one's slot would have written into that response).
-        let slot = if self.reply.send(reply) {
-            self.status.store(status, Ordering::Relaxed);
+        let (slot, sent) = if self.send(status, headers, reply, 0) {
             *self.stream.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
-            self.stream.clone()
+            (self.stream.clone(), self.sent.clone())
         } else {
-            StreamSlot::default()
+            (StreamSlot::default(), Arc::default())
         };
         Ok(HTTPStreamTransport::new(
             self.ctx.clone(),
             self.reply.runtime().clone(),
             slot,
+            sent,
         ))
     }
 
@@ -316,6 +351,18 @@ impl HTTPProtocol {
     #[getter]
     fn _status(&self) -> u16 {
         self.status.load(Ordering::Relaxed)
+    }
+
+    /// Body bytes handed to the server, for the access log and metrics.
+    #[getter]
+    fn _sent(&self) -> u64 {
+        self.sent.load(Ordering::Relaxed)
+    }
+
+    /// The response's headers as the app gave them (None: no response).
+    #[getter]
+    fn _headers(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.headers.get().map(|h| h.clone_ref(py))
     }
 }
 

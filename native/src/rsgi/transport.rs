@@ -2,6 +2,7 @@
 //! channel full awaits until hyper has written earlier chunks (the channel is
 //! small, so a slow client slows the app down instead of filling memory).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -24,11 +25,23 @@ pub struct HTTPStreamTransport {
     ctx: Arc<LoopCtx>,
     runtime: tokio::runtime::Handle,
     slot: StreamSlot,
+    /// The protocol's count of body bytes sent, for the access log.
+    sent: Arc<AtomicU64>,
 }
 
 impl HTTPStreamTransport {
-    pub fn new(ctx: Arc<LoopCtx>, runtime: tokio::runtime::Handle, slot: StreamSlot) -> Self {
-        HTTPStreamTransport { ctx, runtime, slot }
+    pub fn new(
+        ctx: Arc<LoopCtx>,
+        runtime: tokio::runtime::Handle,
+        slot: StreamSlot,
+        sent: Arc<AtomicU64>,
+    ) -> Self {
+        HTTPStreamTransport {
+            ctx,
+            runtime,
+            slot,
+            sent,
+        }
     }
 
     fn send(&self, py: Python<'_>, data: Bytes) -> PyResult<Py<PyAny>> {
@@ -38,17 +51,28 @@ impl HTTPStreamTransport {
             .unwrap_or_else(|e| e.into_inner())
             .clone()
             .ok_or_else(|| RSGIProtocolClosed::new_err("the response stream is closed"))?;
+        // Counted once queued for the socket.
+        let len = data.len() as u64;
         match tx.try_send(data) {
-            Ok(()) => self.ctx.ready(py, py.None()),
+            Ok(()) => {
+                self.sent.fetch_add(len, Ordering::Relaxed);
+                self.ctx.ready(py, py.None())
+            }
             Err(TrySendError::Closed(_)) => Err(RSGIProtocolClosed::new_err(
                 "the client closed the connection",
             )),
-            Err(TrySendError::Full(data)) => self.ctx.spawn(py, &self.runtime, async move {
-                match tx.send(data).await {
-                    Ok(()) => Outcome::None,
-                    Err(_) => Outcome::Closed("the client closed the connection"),
-                }
-            }),
+            Err(TrySendError::Full(data)) => {
+                let sent = self.sent.clone();
+                self.ctx.spawn(py, &self.runtime, async move {
+                    match tx.send(data).await {
+                        Ok(()) => {
+                            sent.fetch_add(len, Ordering::Relaxed);
+                            Outcome::None
+                        }
+                        Err(_) => Outcome::Closed("the client closed the connection"),
+                    }
+                })
+            }
         }
     }
 }
