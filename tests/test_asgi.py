@@ -266,6 +266,47 @@ def test_idle_keep_alive_connection_is_closed_after_keepalive(asgi):
         assert time.monotonic() - started < 5
 
 
+def test_header_timeout_closes_idle_and_unfinished_heads(asgi):
+    server = asgi("--header-timeout", "2")
+    idle = server.connect(timeout=10)
+    partial = server.connect(timeout=10)
+    try:
+        partial.sendall(b"GET /stream HTTP/1.1\r\nHost: t\r\nX-Slow: ")
+        started = time.monotonic()
+        assert read_until_closed(idle) == b""  # nothing begun: closed without a word
+        assert read_until_closed(partial).startswith(b"HTTP/1.1 408 ")
+        assert time.monotonic() - started < 8
+    finally:
+        idle.close()
+        partial.close()
+    assert httpx.get(url(server, "/stream")).status_code == 200
+
+
+def test_term_answers_the_request_in_flight_with_close_and_closes_idle_ones(asgi, tmp_path):
+    server = asgi("-w", "1")
+    idle = server.connect(timeout=20)
+    idle.sendall(b"GET /state HTTP/1.1\r\nHost: t\r\n\r\n")
+    idle_answer = b""
+    while not idle_answer.endswith(b"}"):  # the whole JSON body: the exchange is over
+        idle_answer += idle.recv(65536)
+    assert idle_answer.startswith(b"HTTP/1.1 200 ")
+    marker = tmp_path / "sleeping"
+    busy = server.connect(timeout=20)
+    busy.sendall(f"GET /sleep?s=1.5&marker={marker} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+    wait_until(marker.exists)
+    server.signal(signal.SIGTERM)
+    try:
+        answer = read_until_closed(busy)  # closed by the server after the answer
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 ") and body == b"slept"
+        assert b"\r\nconnection: close" in head.lower()
+        assert read_until_closed(idle) == b""  # the idle one is closed, not left open
+        assert server.proc.wait(20) == 0
+    finally:
+        idle.close()
+        busy.close()
+
+
 # -- application errors -----------------------------------------------------------
 
 
@@ -506,6 +547,28 @@ def test_lifespan_shutdown_runs_on_term(asgi, tmp_path):
     assert "Application startup complete" in server.log()
 
 
+def test_each_request_gets_its_own_copy_of_the_state(asgi):
+    server = asgi()
+    assert scope_of(server, "/state?set=mine") == {"started": "yes", "mine": "set by a request"}
+    assert scope_of(server, "/state") == {"started": "yes"}
+
+
+def test_lifespan_on_runs_startup_before_serving(asgi):
+    server = asgi("--lifespan", "on")
+    assert scope_of(server, "/state") == {"started": "yes"}
+
+
+def test_lifespan_on_refuses_an_app_without_lifespan(asgi):
+    server = asgi("--lifespan", "on", app="asgi_apps:http_only", wait=False)
+    assert server.proc.wait(20) != 0
+    assert "unsupported scope type 'lifespan'" in server.log()
+
+
+def test_lifespan_auto_goes_on_without_an_app_that_lacks_it(asgi):
+    server = asgi(app="asgi_apps:http_only")
+    assert httpx.get(url(server, "/")).text == "http only"
+
+
 def test_lifespan_off_sends_no_lifespan_events(asgi):
     server = asgi("--lifespan", "off")
     assert scope_of(server, "/state") == {}
@@ -579,16 +642,42 @@ def test_long_pipeline_is_answered_in_full(asgi):
     assert data.count(b"HTTP/1.1 200 OK") == count + 1
 
 
+def test_ws_off_answers_an_upgrade_as_plain_http(asgi):
+    server = asgi("--ws", "off")
+    request = (
+        b"GET /stream HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+        b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    )
+    with server.connect() as sock:
+        sock.sendall(request)
+        data = sock.recv(65536)
+    assert data.startswith(b"HTTP/1.1 200 ")  # no 101: the app answered it as HTTP
+
+
+@pytest.mark.parametrize("code", [100, 103, 199])
+def test_an_interim_status_is_not_a_response(asgi, code):
+    """A 1xx as the response would leave the client waiting for the real
+    one: an invalid event, answered 500 and logged with the reason."""
+    server = asgi()
+    assert httpx.get(url(server, f"/status?code={code}")).status_code == 500
+    assert f"invalid status {code}" in server.wait_for_log(f"invalid status {code}")
+
+
 def test_server_and_date_headers_can_be_left_out(asgi):
     server = asgi("--no-server-header", "--no-date-header")
     response = httpx.get(url(server, "/stream"))
     assert "server" not in response.headers and "date" not in response.headers
 
 
-@pytest.mark.parametrize("loop", ["asyncio", "uvloop", "rloop"])
+# The loop each --loop choice runs, as type(loop).__module__ starts.
+LOOP_MODULES = {"auto": "uvloop", "asyncio": "asyncio", "uvloop": "uvloop", "rloop": "rloop"}
+
+
+@pytest.mark.parametrize("loop", ["auto", "asyncio", "uvloop", "rloop"])
 def test_every_event_loop_serves(asgi, loop):
-    pytest.importorskip(loop)
+    pytest.importorskip(LOOP_MODULES[loop])
     server = asgi("--loop", loop)
+    assert httpx.get(url(server, "/loop")).text.startswith(LOOP_MODULES[loop] + ".")
     assert httpx.post(url(server, "/echo"), content=b"on " + loop.encode()).text == f"on {loop}"
     conn = server.http()
     for _ in range(2):

@@ -187,6 +187,15 @@ def test_only_the_first_response_counts(rsgi):
     assert (r.status_code, r.text) == (200, "first")
 
 
+def test_an_interim_status_is_no_response(rsgi):
+    """A 1xx would leave the client waiting for the real answer: the call
+    raises, so the app's error is a 500 with the reason in the log."""
+    server = rsgi()
+    assert httpx.get(url(server, "/status?code=204")).status_code == 204
+    assert httpx.get(url(server, "/status?code=103")).status_code == 500
+    assert "invalid status 103" in server.wait_for_log("Error handling request GET /status")
+
+
 def test_invalid_header_value_is_refused_to_the_app(rsgi):
     server = rsgi()
     assert httpx.get(url(server, "/bad-header")).text == "refused"

@@ -233,12 +233,24 @@ async def early_hint(scope, receive, send, query):
 
 
 async def sleep(scope, receive, send, query):
+    if "marker" in query:  # for a test that must know the request is with the app
+        with open(query["marker"], "w") as f:
+            f.write("sleeping")
     await asyncio.sleep(float(query.get("s", "1")))
     await _respond(send, b"slept")
 
 
 async def state(scope, receive, send, query):
+    """?set=KEY: sets KEY in this request's state first (the next request
+    must not see it: each gets a shallow copy of the lifespan state)."""
+    if "set" in query:
+        scope["state"][query["set"]] = "set by a request"
     await _respond(send, json.dumps(scope.get("state", {})).encode())
+
+
+async def loop_type(scope, receive, send, query):
+    loop = asyncio.get_running_loop()
+    await _respond(send, f"{type(loop).__module__}.{type(loop).__name__}".encode())
 
 
 _REQUEST_VAR: contextvars.ContextVar[str | None] = contextvars.ContextVar("request", default=None)
@@ -286,6 +298,7 @@ ROUTES = {
     "/early-hint": early_hint,
     "/sleep": sleep,
     "/state": state,
+    "/loop": loop_type,
 }
 
 
@@ -302,6 +315,13 @@ async def failing_startup(scope, receive, send):
         await send({"type": "lifespan.shutdown.complete"})
         return
     await _respond(send, str(os.getpid()).encode())
+
+
+async def http_only(scope, receive, send):
+    """An app written without lifespan support: it raises on any other scope."""
+    if scope["type"] != "http":
+        raise ValueError(f"unsupported scope type {scope['type']!r}")
+    await _respond(send, b"http only")
 
 
 def create_app():

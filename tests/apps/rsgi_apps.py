@@ -150,6 +150,10 @@ async def raises_after_response(scope, proto):
     raise RuntimeError("boom after the response was sent")
 
 
+async def status(scope, proto):
+    proto.response_empty(int(params(scope)["code"]), [])
+
+
 async def no_response(scope, proto):
     return None
 
@@ -202,6 +206,7 @@ ROUTES = {
     "/file": file_response,
     "/empty": empty,
     "/text": text,
+    "/status": status,
     "/twice": twice,
     "/stream-twice": stream_twice,
     "/raise-after-response": raises_after_response,

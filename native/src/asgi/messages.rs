@@ -96,8 +96,8 @@ fn start(message: &Bound<'_, PyAny>) -> PyResult<Sent> {
     let status: u16 = status
         .extract()
         .ok()
-        .filter(|s| (100..1000).contains(s))
-        .ok_or_else(|| PyValueError::new_err(format!("invalid status {status}")))?;
+        .filter(|s| (200..1000).contains(s))
+        .ok_or_else(|| PyValueError::new_err(crate::py::response::final_status_error(status)))?;
     let fields = checked_fields(message)?;
     let headers =
         app_fields::header_map(status, fields.iter().map(|(n, v, k)| (&n[..], &v[..], *k)))

@@ -135,9 +135,12 @@ fn file_len(path: &std::path::Path, range: Option<(u64, u64)>) -> u64 {
     }
 }
 
+/// A response's status: 1xx are interim, so never the answer itself.
 fn status_code(status: u16) -> PyResult<StatusCode> {
     StatusCode::from_u16(status)
-        .map_err(|_| PyValueError::new_err(format!("invalid status {status}")))
+        .ok()
+        .filter(|code| !code.is_informational())
+        .ok_or_else(|| PyValueError::new_err(crate::py::response::final_status_error(status)))
 }
 
 fn header_map(headers: &Bound<'_, PyAny>) -> PyResult<HeaderMap> {
