@@ -163,6 +163,20 @@ def declare(add: Callable[..., None]) -> None:
         "but your proxy can reach the server.",
     )
     add(
+        name="proxy_headers",
+        flags=["--proxy-headers"],
+        action="toggle",
+        validator=BOOL,
+        default=True,
+        help="Believe X-Forwarded-For, X-Forwarded-Proto (and the other "
+        "secure_scheme_headers) and RFC 7239 Forwarded from the peers in "
+        "forwarded_allow_ips (Uvicorn's flag, on by default as there). "
+        "--no-proxy-headers ignores them from every peer, whatever forwarded_allow_ips "
+        "says. The Host header is passed to the app as the client sent it: a framework "
+        "that should trust X-Forwarded-Host says so itself (Django's "
+        "USE_X_FORWARDED_HOST, Werkzeug's ProxyFix).",
+    )
+    add(
         name="secure_scheme_headers",
         validator=STR_DICT,
         default={

@@ -116,6 +116,13 @@ def test_proxy_headers_only_from_trusted_peers(asgi):
     assert scope["scheme"] == "http"
 
 
+def test_no_proxy_headers_ignores_them_from_every_peer(asgi):
+    headers = {"X-Forwarded-For": "203.0.113.7", "Forwarded": "for=203.0.113.8;proto=https"}
+    server = asgi("--forwarded-allow-ips", "*", "--no-proxy-headers")
+    scope = scope_of(server, headers=headers)
+    assert (scope["client"][0], scope["scheme"]) == ("127.0.0.1", "http")
+
+
 def test_forwarded_header_sets_client_and_scheme(asgi):
     server = asgi("--forwarded-allow-ips", "*")
     scope = scope_of(server, headers={"Forwarded": 'for="[2001:db8::1]:4711";proto=https'})

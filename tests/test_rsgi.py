@@ -60,6 +60,9 @@ def test_proxy_headers_from_trusted_peers_only(rsgi):
     untrusted = rsgi("--forwarded-allow-ips", "10.9.8.7")
     scope = httpx.get(url(untrusted, "/scope"), headers=headers).json()
     assert scope["client"].startswith("127.0.0.1:") and scope["scheme"] == "http"
+    switched_off = rsgi("--forwarded-allow-ips", "*", "--no-proxy-headers")
+    scope = httpx.get(url(switched_off, "/scope"), headers=headers).json()
+    assert scope["client"].startswith("127.0.0.1:") and scope["scheme"] == "http"
 
 
 def test_headers_mapping(rsgi):

@@ -98,7 +98,8 @@ class ProxyRules(AllowList):
     """Which peers are trusted, and how their headers rewrite the environ."""
 
     def __init__(self, cfg: Any) -> None:
-        super().__init__(cfg.forwarded_allow_ips)
+        # --no-proxy-headers: no peer is trusted with them.
+        super().__init__(cfg.forwarded_allow_ips if cfg.proxy_headers else [])
         # (header name lower-cased, its WSGI environ key, the value meaning https)
         self._scheme_headers = [
             (name.lower(), _environ_key(name), value)
