@@ -7,8 +7,11 @@ import os
 import subprocess
 import sys
 
+import httpx
 import pytest
 from conftest import REPO_DIR
+from test_tls import client_context, start_tls
+from test_tls import pki as tls_pki  # noqa: F401 - the fixture, as `tls_pki`
 
 EXAMPLES = REPO_DIR / "examples"
 
@@ -164,3 +167,18 @@ def test_rsgi_app(start_server):
         assert ws.recv(timeout=10) == "echo: hi"
         ws.send(b"\x00\x01")
         assert ws.recv(timeout=10) == b"\x00\x01"
+
+    # The README's h2c: HTTP/2 with prior knowledge on the same port.
+    with httpx.Client(http1=False, http2=True) as h2c:
+        r = h2c.get(f"http://127.0.0.1:{server.port}/json")
+    assert (r.http_version, r.json()["http_version"]) == ("HTTP/2", "2")
+
+
+def test_rsgi_app_over_tls_negotiates_h2(start_server, tls_pki):  # noqa: F811
+    """The README's `--certfile cert.pem --keyfile key.pem`: h2 by ALPN."""
+    server = start_tls(start_server, tls_pki, "-k", "rsgi", "app:app", cwd=EXAMPLES / "rsgi_app")
+    context = client_context(tls_pki)
+    with httpx.Client(http2=True, verify=context) as client:
+        r = client.get(f"https://127.0.0.1:{server.port}/json")
+    assert r.http_version == "HTTP/2"
+    assert r.json() == {"method": "GET", "http_version": "2", "scheme": "https"}

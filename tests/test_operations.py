@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import APPS_DIR, children_of, free_port, wait_until
+from conftest import APPS_DIR, children_of, free_port, lifecycle_app, wait_until
 
 import supervise
 
@@ -24,8 +24,8 @@ def _cmdline(pid: int) -> str:
         return f.read().replace(b"\0", b" ").decode().strip()
 
 
-def test_process_titles(start_server):
-    server = start_server("-w", "2", "-n", "shop", APP)
+def test_process_titles(start_server, any_worker):
+    server = start_server("-k", any_worker, "-w", "2", "-n", "shop", lifecycle_app(any_worker))
     workers = server.wait_workers(2)
     assert _cmdline(server.pid).startswith("supervise: master [shop]")
     for pid in workers:

@@ -14,6 +14,7 @@ import signal
 import socket
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -93,10 +94,12 @@ def test_path_is_percent_decoded(rsgi):
 def test_rsgi_init_and_del_run_once_on_the_serving_loop(rsgi, marks):
     server = rsgi("--loop", "asyncio")
     wait_until(lambda: (marks / "init").exists())
-    assert (marks / "init").read_text().endswith("EventLoop")
+    for _ in range(3):
+        assert httpx.get(url(server, "/text")).status_code == 201
+    assert (marks / "init").read_text().endswith("EventLoop x1")
     assert not (marks / "del").exists()
     assert server.stop() == 0
-    assert (marks / "del").read_text() == "yes"
+    assert (marks / "del").read_text() == "yes x1"
 
 
 def test_plain_coroutine_function_app(rsgi):
@@ -442,6 +445,32 @@ def test_unix_socket_and_runtime_threads(rsgi, tmp_path):
     with httpx.Client(transport=transport) as client:
         scope = client.get("http://t/scope").json()
     assert scope["client"] == "" and scope["server"] == sock_path
+
+
+def thread_names(pid: int) -> list[str]:
+    tasks = Path(f"/proc/{pid}/task")
+    return sorted((task / "comm").read_text().strip() for task in tasks.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("mode", "threads", "expected"),
+    [
+        ("st", "1", {"supervise-rt-0": 1}),
+        ("st", "3", {"supervise-rt-0": 1, "supervise-rt-1": 1, "supervise-rt-2": 1}),
+        # One thread drives the runtime; tokio runs the connections on its own.
+        ("mt", "3", {"supervise-rt-0": 1, "supervise-tokio": 3}),
+    ],
+)
+def test_runtime_threads_are_what_the_flags_ask(rsgi, mode, threads, expected):
+    server = rsgi("-w", "1", "--runtime-mode", mode, "--runtime-threads", threads)
+    for _ in range(5):
+        assert httpx.get(url(server, "/text")).status_code == 201
+    (worker,) = server.wait_workers(1)
+    names = thread_names(worker)
+    runtime = {n: names.count(n) for n in set(names) if n.startswith("supervise-")}
+    assert runtime == expected, names
+    # Made after the fork, in the worker: the arbiter has no runtime thread.
+    assert not [n for n in thread_names(server.pid) if n.startswith("supervise-")]
 
 
 def test_st_mode_with_two_threads_serves(rsgi):

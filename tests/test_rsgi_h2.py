@@ -290,6 +290,19 @@ def test_continuation_flood_gets_goaway(rsgi):
     assert server.is_serving()
 
 
+def test_keep_alive_pings_reach_a_quiet_client(rsgi):
+    server = rsgi("--keep-alive", "10", "--http2-keep-alive-interval", "1")
+    client = frames(server)
+    stream = client.request("/text")
+    assert client.finish(stream).headers[":status"] == "201"
+
+    def pinged(c: H2Client) -> bool:
+        return any(isinstance(f, hf.PingFrame) and "ACK" not in f.flags for f in c.frames)
+
+    client.until(pinged, timeout=8)
+    assert pinged(client) and not client.closed  # answered (the client acks), kept open
+
+
 def test_http2_settings_reach_the_client(rsgi):
     server = rsgi(
         "--http2-max-concurrent-streams", "17", "--http2-initial-stream-window-size", "100000",

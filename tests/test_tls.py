@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import lifecycle_app
@@ -93,10 +94,10 @@ def https_get(
         conn.close()
 
 
-def start_tls(start_server, pki: Path, *args: str):
+def start_tls(start_server, pki: Path, *args: str, **options: Any):
     server = start_server(
         *args, "--certfile", str(pki / "server.pem"), "--keyfile", str(pki / "server.key"),
-        wait=False,
+        wait=False, **options,
     )  # fmt: skip
     ctx = client_context(pki, cert=True)
     deadline = time.monotonic() + 20

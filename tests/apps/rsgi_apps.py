@@ -222,12 +222,16 @@ ROUTES = {
 class App:
     """The object form: RSGI calls ``__rsgi__`` (preferred over ``__call__``)."""
 
+    calls = {"init": 0, "del": 0}  # per worker process: "once" is a count
+
     def __rsgi_init__(self, loop):
         self.loop = loop
-        mark("init", type(loop).__name__)
+        self.calls["init"] += 1
+        mark("init", f"{type(loop).__name__} x{self.calls['init']}")
 
     def __rsgi_del__(self, loop):
-        mark("del", "yes" if loop is self.loop else "another loop")
+        self.calls["del"] += 1
+        mark("del", f"{'yes' if loop is self.loop else 'another loop'} x{self.calls['del']}")
 
     async def __rsgi__(self, scope, proto):
         handler = ROUTES.get(scope.path)
