@@ -248,6 +248,39 @@ def test_check_config_interface_mismatch_exits_1(tmp_path: Path) -> None:
     assert "use -k sync, gthread, gevent or native" in result.stderr
 
 
+RSGI_APP = """
+async def app(scope, protocol):
+    protocol.response_str(200, [], "rsgi")
+"""
+
+
+@pytest.mark.parametrize(
+    ("source", "interface", "outcome"),
+    [
+        (WSGI_APP, "auto", 0),
+        (ASGI_APP, "auto", 0),
+        (RSGI_APP, "auto", 0),
+        (WSGI_APP, "wsgi", 0),
+        (ASGI_APP, "asgi", 0),
+        (RSGI_APP, "rsgi", 0),
+        (WSGI_APP, "asgi", "'hello:app' is a WSGI application, not ASGI: use --interface wsgi"),
+        (ASGI_APP, "wsgi", "'hello:app' is an ASGI application, not WSGI: use --interface asgi"),
+        (RSGI_APP, "asgi", "'hello:app' is an RSGI application, not ASGI: use --interface rsgi"),
+    ],
+)
+def test_native_interface_is_checked_against_the_app(
+    tmp_path: Path, source: str, interface: str, outcome: int | str
+) -> None:
+    write(tmp_path / "hello.py", source)
+    args = ("--check-config", "-k", "native", "--interface", interface, "hello:app")
+    result = run(*args, cwd=tmp_path)
+    if outcome == 0:
+        assert result.returncode == 0, result.stderr
+    else:
+        assert result.returncode == 1
+        assert outcome in result.stderr
+
+
 def test_check_config_uses_the_config_file_app(tmp_path: Path) -> None:
     write(tmp_path / "hello.py", WSGI_APP)
     write(tmp_path / "hello_worker.py", CUSTOM_WORKER)

@@ -102,6 +102,19 @@ def test_rsgi_init_and_del_run_once_on_the_serving_loop(rsgi, marks):
     assert (marks / "del").read_text() == "yes x1"
 
 
+@pytest.mark.parametrize("interface", ["auto", "rsgi"])
+def test_the_engine_serves_rsgi_apps(start_server, marks, interface):
+    """-k native runs an RSGI app as -k rsgi does, told from __rsgi__ or named."""
+    server = start_server(
+        "-k", "native", "--interface", interface, "rsgi_apps:app",
+        env={"RSGI_MARKS": str(marks)},
+    )  # fmt: skip
+    r = httpx.get(url(server, "/text"))
+    assert (r.status_code, r.text) == (201, "héllo")
+    assert httpx.get(url(server, "/scope")).json()["rsgi_version"] == "1.5"
+    assert (marks / "init").read_text().endswith("x1")
+
+
 def test_plain_coroutine_function_app(rsgi):
     server = rsgi(app="rsgi_apps:plain")
     r = httpx.post(url(server, "/"), content=b"x")

@@ -18,7 +18,7 @@ import socket
 
 import httpx
 import pytest
-from conftest import read_until_closed
+from conftest import free_port, read_until_closed
 
 APP = "wsgi_apps"
 
@@ -68,6 +68,15 @@ def get_json(server, path: str = "/", headers: dict | None = None) -> dict:
 
 
 # --------------------------------------------------------------------------- environ
+
+
+def test_server_name_on_a_wildcard_bind_is_the_address_reached(start_server):
+    """Bound to 0.0.0.0, SERVER_NAME is where the client connected (as ASGI's
+    ``server``), the same on the Python workers and the engine."""
+    port = free_port()
+    server = start_server(f"{APP}:environ_app", "-b", f"0.0.0.0:{port}", config_port=port)
+    env = get_json(server)
+    assert (env["SERVER_NAME"], env["SERVER_PORT"]) == ("127.0.0.1", str(port))
 
 
 def test_environ_basics(start_server):

@@ -78,6 +78,10 @@ def request_line(req: Any) -> str:
     return f"{req.method} {req.target} HTTP/{req.http_version}"
 
 
+# Bind addresses that name no address a client can reach.
+_WILDCARDS = frozenset(("0.0.0.0", "::"))
+
+
 class WSGIHandler:
     """Serves WSGI requests for one worker; safe to share between its threads.
 
@@ -144,6 +148,10 @@ class WSGIHandler:
             host = addr[0]
             environ["REMOTE_ADDR"] = host
             environ["REMOTE_PORT"] = str(addr[1])
+            if base["SERVER_NAME"] in _WILDCARDS:
+                # The address the client reached, as the engine and ASGI's
+                # `server` give it, not the bind's 0.0.0.0.
+                environ["SERVER_NAME"] = sock.getsockname()[0]
             trusted = self.proxy.enabled and self.proxy.trusts(host)
         else:
             # A unix socket: the peer usually has no name ("").

@@ -58,7 +58,12 @@ class NativeWorker(RsgiWorker):
                 f"{uri!r} is an {found.upper()} application, which -k native does not "
                 f"serve yet; use -k {found}"
             )
-        loading.check_interface(app, uri, wanted, cfg.worker_class_str)
+        found = loading.detect_interface(app)
+        if found is not None and found != wanted:
+            raise loading.AppLoadError(
+                f"{uri!r} is {'a' if found == 'wsgi' else 'an'} {found.upper()} application, "
+                f"not {wanted.upper()}: use --interface {found} (or auto)"
+            )
         return wanted
 
     def startup(self) -> None:
