@@ -25,9 +25,12 @@ def declare(add: Callable[..., None]) -> None:
         metavar="LOOP",
         validator=choice_check(*LOOPS),
         default="auto",
-        help="The event loop of the asgi worker: `uvloop` (installed with supervise on "
-        "Linux and macOS), `asyncio` (the standard library's), `rloop` (a Rust loop: "
-        "`pip install rloop`), or `auto`: uvloop when it can be imported, else asyncio.",
+        help="The event loop of the asgi, rsgi and native workers: `uvloop` (installed "
+        "with supervise on Linux and macOS), `asyncio` (the standard library's), `rloop` "
+        "(a Rust loop: `pip install rloop`), or `auto`: uvloop when it can be imported, "
+        "else asyncio. With -k asgi, where the loop owns the sockets, rloop 0.5 leaves "
+        "a connection the worker closed open until the garbage collector frees it: fine "
+        "for measuring, not for serving (rsgi and native keep their sockets in Rust).",
     )
     add(
         name="lifespan",

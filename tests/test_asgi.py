@@ -676,6 +676,30 @@ def test_server_and_date_headers_can_be_left_out(asgi):
     assert "server" not in response.headers and "date" not in response.headers
 
 
+@pytest.mark.parametrize(
+    "loop",
+    [
+        "uvloop",
+        "asyncio",
+        pytest.param(
+            "rloop",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="rloop 0.5 closes a transport's socket only when the transport is "
+                "garbage-collected (the worker warns at start)",
+            ),
+        ),
+    ],
+)
+def test_connection_close_ends_the_connection_on_every_loop(asgi, loop):
+    pytest.importorskip(loop)
+    if asgi.worker != "asgi":
+        pytest.skip("the engine's sockets are Rust's whatever the loop")
+    server = asgi("--loop", loop)
+    answer = raw_exchange(server, b"GET /state HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b"}")
+
+
 # The loop each --loop choice runs, as type(loop).__module__ starts.
 LOOP_MODULES = {"auto": "uvloop", "asyncio": "asyncio", "uvloop": "uvloop", "rloop": "rloop"}
 

@@ -448,7 +448,7 @@ def test_term_finishes_the_request_in_flight(rsgi, marks):
     thread.join(20)
     assert result == {"status": 200, "body": "slept", "connection": "close"}
     assert server.proc.wait(20) == 0
-    assert (marks / "del").read_text() == "yes"
+    assert (marks / "del").read_text() == "yes x1"
 
 
 def test_unix_socket_and_runtime_threads(rsgi, tmp_path):

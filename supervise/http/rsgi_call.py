@@ -15,7 +15,7 @@ from supervise.rsgi import RSGIProtocolClosed
 
 # How the protocol object's finish() saw the exchange end (Finish in
 # native/src/rsgi/protocol.rs).
-_ANSWERED, _NO_RESPONSE, _ERROR_BEFORE, _CUT_OFF = range(4)
+_ANSWERED, _NO_RESPONSE, _ERROR_BEFORE, _CUT_OFF, _SERVER_ANSWERED = range(5)
 
 
 def app_callable(app: Any) -> Callable[[Any, Any], Any]:
@@ -46,6 +46,10 @@ def make_log_outcome(*, log: Logger) -> Callable[[int, Any, BaseException | None
         elif finish == _CUT_OFF:
             what = "WebSocket closed with 1011" if scope.proto == "ws" else "response cut off"
             log.exception("Error handling request %s (%s)", request_line(scope), what, exc_info=exc)
+        elif finish == _SERVER_ANSWERED:
+            # The server refused the request's body (400, 413) and said so;
+            # the app's read of it raised, as it must.
+            log.debug("Request body refused during %s: %s", request_line(scope), exc)
         elif isinstance(exc, Exception):
             # Raised once the whole response had gone: the client has its
             # answer, but the app's error must not vanish.

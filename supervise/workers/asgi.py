@@ -63,6 +63,15 @@ class AsgiWorker(LoopWorker):
     def startup(self) -> None:
         cfg = self.cfg
         loop = self.create_loop()
+        if cfg.loop == "rloop":
+            # Measured with rloop 0.5: transport.close() takes the socket out of
+            # the loop's poll set but leaves its descriptor open until the
+            # transport is garbage-collected, which a connection's reference
+            # cycles put off; the client of a Connection: close sees no end.
+            self.log.warning(
+                "--loop rloop: connections this worker closes stay open until Python's "
+                "garbage collector frees them (rloop 0.5); use uvloop to serve clients"
+            )
         try:
             ws_protocol = ws_protocol_class(cfg.ws)
         except (ImportError, RuntimeError) as exc:

@@ -266,6 +266,9 @@ pub struct ResponseHeadBuilder {
     http11: bool,
     keep_alive: bool,
     body_allowed: bool,
+    /// A HEAD request's answer to a status that has a body: no body goes
+    /// out, but its length does, as the GET's would (RFC 9110 9.3.2).
+    head_of_body: bool,
     content_length: Option<u64>,
     has_date: bool,
     has_server: bool,
@@ -298,6 +301,7 @@ impl ResponseHeadBuilder {
             http11,
             keep_alive,
             body_allowed: !no_body && !is_head,
+            head_of_body: !no_body && is_head,
             content_length: None,
             has_date: false,
             has_server: false,
@@ -349,7 +353,7 @@ impl ResponseHeadBuilder {
     /// a Content-Length from the app, `body_length` becomes one (no chunked
     /// framing for a body whose size is known).
     pub fn finish_with_length(mut self, body_length: Option<u64>) -> ResponseHead {
-        if self.body_allowed && self.content_length.is_none() {
+        if (self.body_allowed || self.head_of_body) && self.content_length.is_none() {
             if let Some(n) = body_length {
                 self.push(b"Content-Length", n.to_string().as_bytes());
                 self.content_length = Some(n);

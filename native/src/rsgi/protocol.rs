@@ -45,6 +45,9 @@ pub(super) enum Finish {
     NoResponse = 1,
     ErrorBeforeResponse = 2,
     CutOff = 3,
+    /// The server answered the request itself (a request body it refused
+    /// with a 400 or 413) and the app's read of it raised: not the app's error.
+    ServerAnswered = 4,
 }
 
 #[pyclass(module = "supervise._native", frozen)]
@@ -385,6 +388,8 @@ impl HTTPProtocol {
             // The head is out: the only honest signal left is a cut connection.
             self.tracker.abort();
             Finish::CutOff
+        } else if error && self.status.load(Ordering::Relaxed) == 0 {
+            Finish::ServerAnswered
         } else {
             Finish::Answered
         };
