@@ -59,6 +59,14 @@ def is_gone(pid: int) -> bool:
         return True
 
 
+def websocket_upgrade(path: str) -> bytes:
+    """A WebSocket handshake request for ``path`` (RFC 6455's sample key)."""
+    return (
+        f"GET {path} HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+        "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    ).encode()
+
+
 def read_until_closed(sock: socket.socket) -> bytes:
     """Everything the server sends until it closes the connection (a reset counts as closed)."""
     chunks = []

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import read_until_closed, wait_until
+from conftest import read_until_closed, wait_until, websocket_upgrade
 from test_tls import client_context, https_get, start_tls
 from test_tls import pki as tls_pki  # noqa: F401 - the fixture, as `tls_pki`
 
@@ -651,12 +651,8 @@ def test_long_pipeline_is_answered_in_full(asgi):
 
 def test_ws_off_answers_an_upgrade_as_plain_http(asgi):
     server = asgi("--ws", "off")
-    request = (
-        b"GET /stream HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
-        b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
-    )
     with server.connect() as sock:
-        sock.sendall(request)
+        sock.sendall(websocket_upgrade("/stream"))
         data = sock.recv(65536)
     assert data.startswith(b"HTTP/1.1 200 ")  # no 101: the app answered it as HTTP
 

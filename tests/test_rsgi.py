@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import read_until_closed, wait_until
+from conftest import read_until_closed, wait_until, websocket_upgrade
 
 
 def url(server, path: str) -> str:
@@ -561,11 +561,7 @@ def test_access_log_has_body_sizes_and_response_headers(rsgi, tmp_path):
 
 def test_websocket_upgrade_with_ws_off_gets_a_plain_http_answer(rsgi):
     server = rsgi("--ws", "off")
-    request = (
-        b"GET /text HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
-        b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
-    )
     with server.connect() as sock:
-        sock.sendall(request)
+        sock.sendall(websocket_upgrade("/text"))
         data = sock.recv(65536)
     assert data.startswith(b"HTTP/1.1 201 ")  # served as HTTP: no 101, no WebSocket
