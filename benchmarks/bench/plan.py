@@ -95,10 +95,10 @@ _SERVED = ("get-4b", "post-10k", "json", "file")
 PARTS = {
     "versus-wsgi": Part("one worker, WSGI servers: GET, POST echo, JSON, file", ("main",),
                         _SERVED, ("wsgi",)),
-    "versus-asgi": Part("one worker, ASGI servers: the same, and long I/O (10, 100 ms)",
-                        ("main",), (*_SERVED, "io10", "io100"), ("asgi",)),
+    "versus-asgi": Part("one worker, ASGI servers: the same, GET 10 KiB and long I/O (10, 100 ms)",
+                        ("main",), (*_SERVED, "get-10k", "io10", "io100"), ("asgi",)),
     "versus-rsgi": Part("one worker, RSGI servers: the same as ASGI", ("main",),
-                        (*_SERVED, "io10", "io100"), ("rsgi",)),
+                        (*_SERVED, "get-10k", "io10", "io100"), ("rsgi",)),
     "versus-h2-ws": Part("one worker: HTTP/2 GET and POST, WebSocket echo and broadcast",
                          ("main",), ("h2-get", "h2-post", "ws-echo", "ws-broadcast")),
     "deploy": Part("workers = cores, unpinned", ("deploy",), DEPLOY_SCENARIOS),
