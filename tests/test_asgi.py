@@ -1,4 +1,5 @@
-"""The asgi worker as an ASGI app sees it: scope, events, errors, flow control, lifespan.
+"""The asgi worker and the engine as an ASGI app sees them: scope, bodies, responses,
+errors, disconnects, lifespan, TLS (the connection itself: test_asgi_connections.py).
 
 Every test runs the real `supervise -k asgi` and talks to it with httpx,
 http.client or raw sockets.
@@ -8,11 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
-import socket
 import ssl
-import threading
 import time
 from pathlib import Path
 
@@ -244,76 +242,6 @@ def test_head_and_bodiless_statuses_send_no_body(asgi):
         assert b"must not" not in response
 
 
-def test_keep_alive_and_pipelining_answer_in_order(asgi):
-    server = asgi()
-    conn = server.http()
-    for _ in range(3):
-        conn.request("POST", "/echo", body=b"again")
-        assert conn.getresponse().read() == b"again"
-    conn.close()
-    requests = b"".join(
-        f"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{i:02d}".encode()
-        for i in range(5)
-    )
-    data = raw_exchange(
-        server, requests + b"GET /stream HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
-    )
-    assert data.count(b"HTTP/1.1 200 OK") == 6
-    assert [data.index(f"\r\n\r\n{i:02d}".encode()) for i in range(5)] == sorted(
-        data.index(f"\r\n\r\n{i:02d}".encode()) for i in range(5)
-    )
-
-
-def test_idle_keep_alive_connection_is_closed_after_keepalive(asgi):
-    server = asgi("--keep-alive", "1")
-    with server.connect() as sock:
-        sock.sendall(b"GET /stream HTTP/1.1\r\nHost: t\r\n\r\n")
-        started = time.monotonic()
-        read_until_closed(sock)
-        assert time.monotonic() - started < 5
-
-
-def test_header_timeout_closes_idle_and_unfinished_heads(asgi):
-    server = asgi("--header-timeout", "2")
-    idle = server.connect(timeout=10)
-    partial = server.connect(timeout=10)
-    try:
-        partial.sendall(b"GET /stream HTTP/1.1\r\nHost: t\r\nX-Slow: ")
-        started = time.monotonic()
-        assert read_until_closed(idle) == b""  # nothing begun: closed without a word
-        assert read_until_closed(partial).startswith(b"HTTP/1.1 408 ")
-        assert time.monotonic() - started < 8
-    finally:
-        idle.close()
-        partial.close()
-    assert httpx.get(url(server, "/stream")).status_code == 200
-
-
-def test_term_answers_the_request_in_flight_with_close_and_closes_idle_ones(asgi, tmp_path):
-    server = asgi("-w", "1")
-    idle = server.connect(timeout=20)
-    idle.sendall(b"GET /state HTTP/1.1\r\nHost: t\r\n\r\n")
-    idle_answer = b""
-    while not idle_answer.endswith(b"}"):  # the whole JSON body: the exchange is over
-        idle_answer += idle.recv(65536)
-    assert idle_answer.startswith(b"HTTP/1.1 200 ")
-    marker = tmp_path / "sleeping"
-    busy = server.connect(timeout=20)
-    busy.sendall(f"GET /sleep?s=1.5&marker={marker} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
-    wait_until(marker.exists)
-    server.signal(signal.SIGTERM)
-    try:
-        answer = read_until_closed(busy)  # closed by the server after the answer
-        head, _, body = answer.partition(b"\r\n\r\n")
-        assert head.startswith(b"HTTP/1.1 200 ") and body == b"slept"
-        assert b"\r\nconnection: close" in head.lower()
-        assert read_until_closed(idle) == b""  # the idle one is closed, not left open
-        assert server.proc.wait(20) == 0
-    finally:
-        idle.close()
-        busy.close()
-
-
 # -- application errors -----------------------------------------------------------
 
 
@@ -387,159 +315,6 @@ def test_send_after_disconnect_raises_oserror(asgi, tmp_path):
         )
         time.sleep(0.2)
     wait_until(lambda: marker.exists() and marker.read_text().startswith("OSError"))
-
-
-# -- flow control ---------------------------------------------------------------------
-
-
-def worker_rss_kib(server) -> int:
-    return int(httpx.get(url(server, "/rss")).text)
-
-
-def test_slow_reader_does_not_grow_the_worker(asgi):
-    server = asgi("-w", "1")
-    before = worker_rss_kib(server)
-    with server.connect(timeout=30) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
-        sock.sendall(b"GET /big?mib=64 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-        time.sleep(1.5)  # read nothing: the app's sends must wait
-        during = worker_rss_kib(server)
-        total = len(read_until_closed(sock))
-    assert total > 64 * 1024 * 1024
-    assert during - before < 16 * 1024, (before, during)  # far below the 64 MiB sent
-
-
-def test_fast_uploader_waits_for_a_slow_app(asgi):
-    server = asgi("-w", "1")
-    before = worker_rss_kib(server)
-    size = 48 * 1024 * 1024
-    result: dict[str, bytes] = {}
-
-    def upload() -> None:
-        with server.connect(timeout=30) as sock:
-            sock.sendall(
-                f"POST /slow-upload?wait=2 HTTP/1.1\r\nHost: t\r\nContent-Length: {size}\r\n"
-                "Connection: close\r\n\r\n".encode()
-            )
-            chunk = b"u" * (1024 * 1024)
-            for _ in range(size // len(chunk)):
-                sock.sendall(chunk)
-            result["response"] = read_until_closed(sock)
-
-    thread = threading.Thread(target=upload)
-    thread.start()
-    time.sleep(1.2)
-    during = worker_rss_kib(server)
-    thread.join(30)
-    assert result["response"].endswith(str(size).encode())
-    assert during - before < 16 * 1024, (before, during)
-
-
-def test_limit_concurrency_answers_503(asgi):
-    server = asgi("-w", "1", "--limit-concurrency", "1")
-    slow = threading.Thread(target=lambda: httpx.get(url(server, "/sleep?s=1.5"), timeout=10))
-    slow.start()
-    time.sleep(0.5)
-    assert httpx.get(url(server, "/stream")).status_code == 503
-    slow.join()
-    assert httpx.get(url(server, "/stream")).status_code == 200
-
-
-def test_worker_connections_makes_room_by_closing_a_waiting_connection(asgi):
-    server = asgi("-w", "1", "--worker-connections", "3")
-    silent = server.connect(timeout=10)
-    time.sleep(0.2)
-    trickling = server.connect(timeout=10)
-    trickling.sendall(b"GET /stream HTTP/1.1\r\nHost: t\r\nX-Slow: ")  # a slowloris
-    busy = threading.Thread(target=lambda: httpx.get(url(server, "/sleep?s=2"), timeout=10))
-    busy.start()
-    time.sleep(0.5)
-    try:
-        # Every slot taken: the new client gets the slot of the connection
-        # nearest its header deadline that is not in a request.
-        assert httpx.get(url(server, "/stream")).status_code == 200
-        # Closed now, not at its header_timeout (10 s).
-        assert select.select([silent], [], [], 3)[0]
-        assert read_until_closed(silent) == b""
-        # Later deadlines keep theirs: the trickling head, once complete, is served.
-        trickling.sendall(b"1\r\nConnection: close\r\n\r\n")
-        assert read_until_closed(trickling).startswith(b"HTTP/1.1 200 ")
-        # The request in progress keeps its slot.
-        busy.join(10)
-        assert httpx.get(url(server, "/stream")).status_code == 200
-    finally:
-        trickling.close()
-        silent.close()
-
-
-def test_worker_connections_takes_the_slot_of_a_client_that_left_first(asgi):
-    """Clients that left in the middle of slow requests must not keep their slots
-    while the app finishes: a newcomer takes one of theirs, not a live connection's."""
-    server = asgi("-w", "1", "--worker-connections", "3")
-    for _ in range(2):
-        gone = server.connect(timeout=10)
-        gone.sendall(b"GET /sleep?s=2 HTTP/1.1\r\nHost: t\r\n\r\n")
-        time.sleep(0.2)  # the request is with the app
-        gone.close()
-    kept = server.http()
-    try:
-        kept.request("GET", "/stream")
-        assert kept.getresponse().read()
-        time.sleep(0.2)
-        assert httpx.get(url(server, "/stream")).status_code == 200
-        # The idle keep-alive connection kept its slot.
-        kept.request("GET", "/stream")
-        assert kept.getresponse().status == 200
-    finally:
-        kept.close()
-
-
-def test_worker_connections_keeps_a_newcomer_waiting_while_every_connection_is_in_a_request(
-    asgi,
-):
-    """With every slot in a request, a newcomer waits unread, as in the backlog
-    (gthread's and Granian's meaning of the bound; --limit-concurrency is the
-    503 one), and is served once a slot frees."""
-    server = asgi("-w", "1", "--worker-connections", "2")
-    statuses: list[int] = []
-    slow = [
-        threading.Thread(
-            target=lambda: statuses.append(
-                httpx.get(url(server, "/sleep?s=2"), timeout=10).status_code
-            )
-        )
-        for _ in range(2)
-    ]
-    for thread in slow:
-        thread.start()
-    time.sleep(0.5)
-    newcomer = server.connect(timeout=10)
-    try:
-        newcomer.sendall(b"GET /stream HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-        assert not select.select([newcomer], [], [], 1)[0], "served past the bound"
-        assert read_until_closed(newcomer).startswith(b"HTTP/1.1 200 ")
-    finally:
-        newcomer.close()
-        for thread in slow:
-            thread.join(10)
-    assert statuses == [200, 200]
-
-
-def test_worker_connections_serves_clients_that_connect_first_and_send_later(asgi):
-    """A pool that opens its connections, then sends on each: none of them may
-    lose its seat before its request was read (a newcomer gives a connection
-    a moment on its client before taking its seat)."""
-    server = asgi("-w", "1", "--worker-connections", "2")
-    socks = [server.connect(timeout=20) for _ in range(8)]
-    try:
-        for i, sock in enumerate(socks):
-            head = f"GET /stream?{i} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
-            sock.sendall(head.encode())
-        answers = [read_until_closed(sock) for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
-    assert [a.split(b"\r\n", 1)[0] for a in answers] == [b"HTTP/1.1 200 OK"] * 8
 
 
 # -- lifespan -------------------------------------------------------------------------
@@ -639,16 +414,6 @@ def test_access_log_line(asgi):
     assert "probe/1" in log
 
 
-def test_long_pipeline_is_answered_in_full(asgi):
-    server = asgi()
-    count = 300
-    requests = b"GET /stream?n=1&size=1 HTTP/1.1\r\nHost: t\r\n\r\n" * count
-    data = raw_exchange(
-        server, requests + b"GET /stream HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
-    )
-    assert data.count(b"HTTP/1.1 200 OK") == count + 1
-
-
 def test_ws_off_answers_an_upgrade_as_plain_http(asgi):
     server = asgi("--ws", "off")
     with server.connect() as sock:
@@ -670,48 +435,6 @@ def test_server_and_date_headers_can_be_left_out(asgi):
     server = asgi("--no-server-header", "--no-date-header")
     response = httpx.get(url(server, "/stream"))
     assert "server" not in response.headers and "date" not in response.headers
-
-
-@pytest.mark.parametrize(
-    "loop",
-    [
-        "uvloop",
-        "asyncio",
-        pytest.param(
-            "rloop",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="rloop 0.5 closes a transport's socket only when the transport is "
-                "garbage-collected (the worker warns at start)",
-            ),
-        ),
-    ],
-)
-def test_connection_close_ends_the_connection_on_every_loop(asgi, loop):
-    pytest.importorskip(loop)
-    if asgi.worker != "asgi":
-        pytest.skip("the engine's sockets are Rust's whatever the loop")
-    server = asgi("--loop", loop)
-    answer = raw_exchange(server, b"GET /state HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-    assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b"}")
-
-
-# The loop each --loop choice runs, as type(loop).__module__ starts.
-LOOP_MODULES = {"auto": "uvloop", "asyncio": "asyncio", "uvloop": "uvloop", "rloop": "rloop"}
-
-
-@pytest.mark.parametrize("loop", ["auto", "asyncio", "uvloop", "rloop"])
-def test_every_event_loop_serves(asgi, loop):
-    pytest.importorskip(LOOP_MODULES[loop])
-    server = asgi("--loop", loop)
-    assert httpx.get(url(server, "/loop")).text.startswith(LOOP_MODULES[loop] + ".")
-    assert httpx.post(url(server, "/echo"), content=b"on " + loop.encode()).text == f"on {loop}"
-    conn = server.http()
-    for _ in range(2):
-        conn.request("GET", "/stream?n=2&size=2")
-        assert conn.getresponse().read() == b"0011"
-    conn.close()
-    assert server.stop(signal.SIGTERM) == 0
 
 
 def test_the_master_imports_the_libraries_every_worker_would(start_server):

@@ -33,7 +33,7 @@ def test_pathsend_of_a_file_larger_than_the_socket_takes(asgi, tmp_path, loop):
     next response. A HEAD gets the length and no body."""
     pytest.importorskip(loop)
     if loop == "rloop" and asgi.worker == "asgi":
-        pytest.xfail("rloop 0.5 leaves a closed connection open: see test_asgi's")
+        pytest.xfail("rloop 0.5 leaves a closed connection open: see test_asgi_connections")
     data = os.urandom(8 * 1024 * 1024)
     path = tmp_path / "big.bin"
     path.write_bytes(data)
