@@ -66,12 +66,16 @@ pub struct HTTPProtocol {
     /// and `%({name}o)s`, and the metrics' byte count.
     sent: Arc<AtomicU64>,
     headers: OnceLock<Py<PyAny>>,
+    /// Whether anyone reads those (the access log or metrics): without,
+    /// a file response costs no stat and a response no header reference.
+    measured: bool,
 }
 
 impl HTTPProtocol {
     pub fn new(
         ctx: Arc<LoopCtx>,
         ex: Exchange,
+        measured: bool,
     ) -> (
         Self,
         hyper::http::request::Parts,
@@ -92,6 +96,7 @@ impl HTTPProtocol {
             status: AtomicU16::new(0),
             sent: Arc::default(),
             headers: OnceLock::new(),
+            measured,
         };
         (proto, ex.head, ex.conn)
     }
@@ -114,8 +119,10 @@ impl HTTPProtocol {
             return false;
         }
         self.status.store(status, Ordering::Relaxed);
-        self.sent.fetch_add(body_len, Ordering::Relaxed);
-        let _ = self.headers.set(headers.clone().unbind());
+        if self.measured {
+            self.sent.fetch_add(body_len, Ordering::Relaxed);
+            let _ = self.headers.set(headers.clone().unbind());
+        }
         true
     }
 }
@@ -127,14 +134,19 @@ fn reply_len(reply: &Reply) -> u64 {
     }
 }
 
-/// What a file response will send, for the access log: the file's size, or
-/// the part of it a range covers (0 when it cannot be read: the server then
-/// answers the error itself).
-fn file_len(path: &std::path::Path, range: Option<(u64, u64)>) -> u64 {
-    let size = std::fs::metadata(path).map_or(0, |m| m.len());
-    match range {
-        Some((start, end)) => end.min(size).saturating_sub(start),
-        None => size,
+impl HTTPProtocol {
+    /// What a file response will send, for the access log: the file's size,
+    /// or the part of it a range covers (0 when it cannot be read: the
+    /// server then answers the error itself; 0 too when nobody measures).
+    fn file_len(&self, path: &std::path::Path, range: Option<(u64, u64)>) -> u64 {
+        if !self.measured {
+            return 0;
+        }
+        let size = std::fs::metadata(path).map_or(0, |m| m.len());
+        match range {
+            Some((start, end)) => end.min(size).saturating_sub(start),
+            None => size,
+        }
     }
 }
 
@@ -290,7 +302,7 @@ impl HTTPProtocol {
         headers: &Bound<'_, PyAny>,
         file: PathBuf,
     ) -> PyResult<()> {
-        let len = file_len(&file, None);
+        let len = self.file_len(&file, None);
         let reply = Reply::File {
             status: status_code(status)?,
             headers: header_map(headers)?,
@@ -313,7 +325,7 @@ impl HTTPProtocol {
         if end < start {
             return Err(PyValueError::new_err("end before start"));
         }
-        let len = file_len(&file, Some((start, end)));
+        let len = self.file_len(&file, Some((start, end)));
         let reply = Reply::File {
             status: status_code(status)?,
             headers: header_map(headers)?,

@@ -401,7 +401,11 @@ impl NativeServer {
         if let Some(app) = &self.asgi {
             return self.start_asgi(py, app.get(), ex);
         }
-        let (proto, head, conn) = HTTPProtocol::new(self.ctx.clone(), ex);
+        let measured = self
+            .rsgi
+            .as_ref()
+            .is_some_and(|calls| calls.get().done.is_some());
+        let (proto, head, conn) = HTTPProtocol::new(self.ctx.clone(), ex, measured);
         let reply = proto.reply_slot();
         let proxied = match self.proxied(py, &head, &conn) {
             Ok(proxied) => proxied,
