@@ -93,10 +93,10 @@ fn start(message: &Bound<'_, PyAny>) -> PyResult<Sent> {
             status.repr()?
         )));
     }
-    let status: u16 = status
-        .extract()
+    let status = status
+        .extract::<i64>()
         .ok()
-        .filter(|s| (200..1000).contains(s))
+        .and_then(crate::py::response::final_status)
         .ok_or_else(|| PyValueError::new_err(crate::py::response::final_status_error(status)))?;
     let fields = checked_fields(message)?;
     let headers =

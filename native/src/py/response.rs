@@ -67,8 +67,16 @@ pub fn for_each_wsgi_field(
 
 /// The same for an ASGI `http.response.start`: an int status and an iterable
 /// of `[name, value]` byte strings (tuples or lists, as the spec allows).
-/// An ASGI response's status must be final: a 1xx sent as the response
-/// would leave the client waiting for the real one.
+/// A response's status, if it is a final one (200 to 999): a 1xx sent as
+/// the response would leave the client waiting for the real one. The rule
+/// of every app-facing response call (ASGI on both workers, RSGI).
+pub(crate) fn final_status(status: i64) -> Option<u16> {
+    u16::try_from(status)
+        .ok()
+        .filter(|c| (200..=999).contains(c))
+}
+
+/// The error for a status `final_status` refused.
 pub(crate) fn final_status_error(status: impl std::fmt::Display) -> String {
     format!(
         "invalid status {status}: a response's status is 200 to 999 \
@@ -88,10 +96,8 @@ pub fn asgi_response_head<'py>(
     body_length: i64,
 ) -> PyResult<(Bound<'py, PyBytes>, i64, bool, bool)> {
     let http11 = http_version != "1.0";
-    let code = u16::try_from(status)
-        .ok()
-        .filter(|c| (200..=999).contains(c))
-        .ok_or_else(|| PyValueError::new_err(final_status_error(status)))?;
+    let code =
+        final_status(status).ok_or_else(|| PyValueError::new_err(final_status_error(status)))?;
     let line = format!("{code} {}", h1::reason_phrase(code));
     let mut b = ResponseHeadBuilder::new(line.trim_end().as_bytes(), http11, keep_alive, is_head)
         .map_err(PyValueError::new_err)?;

@@ -150,11 +150,9 @@ impl HTTPProtocol {
     }
 }
 
-/// A response's status: 1xx are interim, so never the answer itself.
 fn status_code(status: u16) -> PyResult<StatusCode> {
-    StatusCode::from_u16(status)
-        .ok()
-        .filter(|code| !code.is_informational())
+    crate::py::response::final_status(status.into())
+        .and_then(|code| StatusCode::from_u16(code).ok())
         .ok_or_else(|| PyValueError::new_err(crate::py::response::final_status_error(status)))
 }
 
