@@ -1,5 +1,8 @@
-"""h2spec 2.2.1 (145 HTTP/2 conformance cases) against `supervise -k rsgi`,
-over h2c (prior knowledge) and over TLS (h2 through ALPN).
+"""h2spec 2.2.1 (145 HTTP/2 conformance cases) against `supervise -k rsgi`
+and against the engine (`-k native`) serving a WSGI and an ASGI app, over h2c
+(prior knowledge) and over TLS (h2 through ALPN). The engine shares the rsgi
+worker's HTTP/2 server, but its app side (the WSGI call on the runtime thread,
+ASGI's bridge) answers the streams, so each interface runs the cases.
 
 h2spec is a Go program: it is installed once with `go install` into a cache
 directory outside the repository, and the test is skipped, with the reason,
@@ -28,9 +31,14 @@ CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "superv
 BINARY = CACHE / "h2spec"
 MODULE = "github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible"
 CASES = 145
-# The app reads the whole request body before answering "Hello, world!":
-# the flow-control cases need a body to send and a stream still open.
-APP = "rsgi_apps:read_then_hello"
+# (worker class, app, path): each app reads the whole request body before
+# answering, as the flow-control cases need a body to send and a stream still
+# open.
+SERVED = {
+    "rsgi": ("rsgi", "rsgi_apps:read_then_hello", "/"),
+    "native-wsgi": ("native", "wsgi_apps:digest", "/"),
+    "native-asgi": ("native", "asgi_apps:app", "/scope/h2spec"),
+}
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -67,8 +75,11 @@ def results(report: Path) -> tuple[list[str], list[str]]:
     return passed, failed
 
 
-def run_h2spec(binary: Path, server, report: Path, *tls: str) -> tuple[list[str], list[str]]:
+def run_h2spec(
+    binary: Path, server, report: Path, path: str, *tls: str
+) -> tuple[list[str], list[str]]:
     cmd = [str(binary), "-h", server.host, "-p", str(server.port), "-o", "3", "-j", str(report)]
+    cmd += ["-P", path]
     out = subprocess.run([*cmd, *tls], capture_output=True, text=True, timeout=300)
     assert report.exists(), out.stdout[-2000:] + out.stderr[-2000:]
     passed, failed = results(report)
@@ -76,26 +87,30 @@ def run_h2spec(binary: Path, server, report: Path, *tls: str) -> tuple[list[str]
     return passed, failed
 
 
-def test_h2spec_h2c(start_server, h2spec, tmp_path):
-    server = start_server("-k", "rsgi", APP)
-    passed, failed = run_h2spec(h2spec, server, tmp_path / "h2c.xml")
+@pytest.mark.parametrize("served", SERVED)
+def test_h2spec_h2c(start_server, h2spec, tmp_path, served):
+    worker, app, path = SERVED[served]
+    server = start_server("-k", worker, app)
+    passed, failed = run_h2spec(h2spec, server, tmp_path / "h2c.xml", path)
     assert failed == ["http2/3.5/2"], server.log()[-3000:]
     assert len(passed) == 144
     assert server.is_serving()
 
 
-def test_h2spec_tls(start_server, h2spec, tmp_path):
+@pytest.mark.parametrize("served", SERVED)
+def test_h2spec_tls(start_server, h2spec, tmp_path, served):
+    worker, app, path = SERVED[served]
     cert = trustme.CA().issue_cert("127.0.0.1")
     cert.cert_chain_pems[0].write_to_path(str(tmp_path / "server.pem"))
     cert.private_key_pem.write_to_path(str(tmp_path / "server.key"))
     server = start_server(
-        "-k", "rsgi", "--certfile", str(tmp_path / "server.pem"),
-        "--keyfile", str(tmp_path / "server.key"), APP, wait=False,
+        "-k", worker, "--certfile", str(tmp_path / "server.pem"),
+        "--keyfile", str(tmp_path / "server.key"), app, wait=False,
     )  # fmt: skip
     deadline = time.monotonic() + 20
     while not server.log().count("Ready:"):
         assert server.proc.poll() is None and time.monotonic() < deadline, server.log()
         time.sleep(0.1)
-    passed, failed = run_h2spec(h2spec, server, tmp_path / "tls.xml", "-t", "-k")
+    passed, failed = run_h2spec(h2spec, server, tmp_path / "tls.xml", path, "-t", "-k")
     assert failed == [], server.log()[-3000:]
     assert len(passed) == CASES
