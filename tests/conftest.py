@@ -76,6 +76,19 @@ def read_until_closed(sock: socket.socket) -> bytes:
     return b"".join(chunks)
 
 
+def answers_until_closed(server, heads: list[bytes], timeout: float = 20) -> list[bytes]:
+    """Each request on a connection of its own, all sent before any is read;
+    what each connection got until the server closed it."""
+    socks = [server.connect(timeout=timeout) for _ in heads]
+    try:
+        for sock, head in zip(socks, heads, strict=True):
+            sock.sendall(head)
+        return [read_until_closed(sock) for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
 def wait_until(predicate: Callable[[], object], timeout: float = 15.0, interval: float = 0.05):
     """Poll until predicate() is truthy; return its value or fail the test."""
     deadline = time.monotonic() + timeout

@@ -16,7 +16,7 @@ import time
 
 import httpx
 import pytest
-from conftest import read_until_closed, wait_until
+from conftest import answers_until_closed, read_until_closed, wait_until
 from test_asgi import raw_exchange, url
 
 # -- keep-alive, timeouts, graceful stop -----------------------------------------------
@@ -233,15 +233,11 @@ def test_worker_connections_serves_clients_that_connect_first_and_send_later(asg
     lose its seat before its request was read (a newcomer gives a connection
     a moment on its client before taking its seat)."""
     server = asgi("-w", "1", "--worker-connections", "2")
-    socks = [server.connect(timeout=20) for _ in range(8)]
-    try:
-        for i, sock in enumerate(socks):
-            head = f"GET /stream?{i} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
-            sock.sendall(head.encode())
-        answers = [read_until_closed(sock) for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
+    heads = [
+        f"GET /stream?{i} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".encode()
+        for i in range(8)
+    ]
+    answers = answers_until_closed(server, heads)
     assert [a.split(b"\r\n", 1)[0] for a in answers] == [b"HTTP/1.1 200 OK"] * 8
 
 

@@ -6,7 +6,7 @@ import signal
 import threading
 import time
 
-from conftest import read_until_closed
+from conftest import answers_until_closed, read_until_closed
 
 APP = "wsgi_apps"
 
@@ -135,14 +135,8 @@ def test_worker_connections_serves_clients_that_connect_first_and_send_later(sta
     a moment ago, whose request may be on the wire. Only a head that has
     waited 1 s may go to make room (the asgi worker's and the engine's rule)."""
     server = start_server(f"{APP}:hello", "-w", "1", "--worker-connections", "2")
-    socks = [server.connect(timeout=20) for _ in range(8)]
-    try:
-        for i, sock in enumerate(socks):
-            sock.sendall(f"GET /{i} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
-        answers = [read_until_closed(sock) for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
+    heads = [f"GET /{i} HTTP/1.1\r\nHost: t\r\n\r\n".encode() for i in range(8)]
+    answers = answers_until_closed(server, heads)
     assert [a.split(b"\r\n", 1)[0] for a in answers] == [b"HTTP/1.1 200 OK"] * 8
 
 
