@@ -376,6 +376,21 @@ def _build() -> dict[str, Setting]:
         "worker).",
     )
     add(
+        name="send_timeout",
+        flags=["--send-timeout"],
+        metavar="SECONDS",
+        validator=SECONDS,
+        default=30,
+        help="How long a client may go without taking any response bytes while the server "
+        "has some to send (nginx's send_timeout); past it the connection is closed, so a "
+        "client that stops reading holds neither a worker nor the response buffered for "
+        "it. It bounds inactivity, not the total download time: a slow client that keeps "
+        "reading is served. Also WebSocket frames, and on HTTP/2 a connection whose "
+        "streams all wait for the client to open its flow-control window. 0 disables it. "
+        "The sync worker stamps no heartbeat while it writes: keep this below `timeout`, "
+        "or the arbiter restarts the worker before the connection is closed.",
+    )
+    add(
         name="body_timeout",
         flags=["--body-timeout"],
         metavar="SECONDS",

@@ -34,6 +34,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     unsafe { libmimalloc_sys::mi_option_set(ARENA_EAGER_COMMIT, 0) };
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(heap::keep_freed_heap, m)?)?;
+    m.add_function(wrap_pyfunction!(heap::give_back_freed_heap, m)?)?;
     py::register(m)?;
     rsgi::register(m)?;
     asgi::register(m)?;

@@ -9,7 +9,9 @@ deadlines, so a request costs no timer handle.
 
 Flow control both ways: reading pauses while the app has not taken the body
 already buffered (or pipelined requests pile up), and the cycle's ``send``
-awaits while the transport's write buffer is over its high-water mark.
+awaits while the transport's write buffer is over its high-water mark. A
+client that takes none of that buffer for ``send_timeout`` is dropped by the
+sweep (write_stall.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from supervise.http.asgi_scope import ConnectionInfo, http_scope, websocket_scop
 from supervise.http.errors import error_response
 from supervise.http.proxy import ContradictoryScheme
 from supervise.http.state import IDLE_GRACE_ON_STOP
+from supervise.http.write_stall import WriteStall
 
 _NEVER = float("inf")
 
@@ -67,6 +70,7 @@ class HttpProtocol(asyncio.Protocol):
         self.idle_since = 0.0
         self.read_paused = False
         self.write_paused = False
+        self.write_stall = WriteStall(ctx.send_timeout)
         self._dispatching = False  # inside _next_request
         self._again = False
         self._drained: asyncio.Future[None] | None = None
@@ -138,9 +142,11 @@ class HttpProtocol(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self.write_paused = True
+        self.write_stall.paused(self.transport, monotonic())
 
     def resume_writing(self) -> None:
         self.write_paused = False
+        self.write_stall.resumed()
         self._wake_writers()
 
     # -- what the cycle and the worker use ---------------------------------------
@@ -192,6 +198,11 @@ class HttpProtocol(asyncio.Protocol):
         self.sweep(monotonic())
 
     def sweep(self, now: float) -> None:
+        if self.write_paused and self.write_stall.expired(self.transport, now):
+            client = self.info.client if self.info is not None else None
+            self.ctx.log.info("Dropped %s: it took no response bytes within send_timeout", client)
+            self.transport.abort()
+            return
         cycle = self.cycle
         if cycle is not None:
             cycle.sweep(now)

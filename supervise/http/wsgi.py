@@ -103,9 +103,9 @@ class WSGIHandler:
         ).parse
         self.header_timeout: float | None = cfg.header_timeout or None
         self.body_timeout: float | None = cfg.body_timeout or None
-        # Sending is bounded by the worker timeout: past it the worker is
-        # presumed stuck anyway.
-        self.send_timeout: float | None = cfg.timeout or None
+        # Each wait for the socket to take more of a response: a client that
+        # stopped reading loses its connection instead of holding the worker.
+        self.send_timeout: float | None = cfg.send_timeout or None
         self.limit_body: int = cfg.limit_request_body
         self.is_tls = worker.ssl_context is not None
         self.sendfile = bool(cfg.sendfile) and not self.is_tls

@@ -371,6 +371,9 @@ class Worker:
             self._last_ppid_check = now
             if self.figures is not None:
                 self.figures.publish()
+            # What a burst of large bodies left free in the heap goes back
+            # to the system (see native/src/heap.rs).
+            _native.give_back_freed_heap()
             if os.getppid() != self.ppid:
                 self.log.info("Parent changed, shutting down: %s", self)
                 self.begin_stop()

@@ -128,6 +128,7 @@ class RsgiWorker(LoopWorker):
             self.server = _native.NativeServer(
                 fds=[(listener.sock.fileno(), listener.is_unix) for listener in self.listeners],
                 header_timeout=float(cfg.header_timeout),
+                send_timeout=float(cfg.send_timeout),
                 keepalive=float(cfg.keepalive),
                 limit_request_line=cfg.limit_request_line,
                 limit_request_fields=cfg.limit_request_fields,
@@ -183,6 +184,9 @@ class RsgiWorker(LoopWorker):
         back to when one of its threads was last free, so one request running
         past --timeout gets the worker replaced, as with the sync worker."""
         self.notify(busy_for=self.server.stuck_for())
+        # Without this word for a second the server stops accepting, so a
+        # blocked loop leaves new clients to the other workers.
+        self.server.beat()
         self._count_requests()
         self.set_active(self.server.connections())
         self.set_in_flight(self.server.in_flight())

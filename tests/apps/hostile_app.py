@@ -3,16 +3,33 @@
 - ``GET /``: "ok" (what the probe asks for);
 - ``GET /big``: 256 KiB, more than a socket's send buffer holds, so a client
   that reads slowly (slowhttptest -X) keeps the server writing;
+- ``GET /huge``: 8 MiB made anew for each request (as a page rendered per
+  request would be), so what a server holds for clients that do not read
+  grows with their number until it stops holding it;
+- ``GET /block``: holds the thread that calls the app (the event loop, for
+  ASGI and RSGI apps) for ``BLOCK`` seconds, as an app stuck in a call would;
 - any other method: the app reads the whole body and answers its length, so
   a client that sends its body slowly (slowhttptest -B) keeps it reading.
+
+``asgi_ws_app`` is ``asgi_app`` plus a WebSocket echo on every path, for the
+WebSocket floods of tests/test_ws_hostile.py.
 """
 
+import time
+
 BIG = b"x" * (256 * 1024)
+BLOCK = 4.0
+HUGE = 8 * 2**20
 
 
 def _answer(method: str, path: str, body: bytes) -> bytes:
     if method not in ("GET", "HEAD"):
         return b"read %d" % len(body)
+    if path == "/block":
+        time.sleep(BLOCK)
+        return b"unblocked"
+    if path == "/huge":
+        return b"h" * HUGE
     return BIG if path == "/big" else b"ok"
 
 
@@ -42,10 +59,43 @@ async def asgi_app(scope, receive, send):
     await send({"type": "http.response.body", "body": out})
 
 
+async def asgi_ws_app(scope, receive, send):
+    if scope["type"] != "websocket":
+        await asgi_app(scope, receive, send)
+        return
+    await receive()  # websocket.connect
+    await send({"type": "websocket.accept"})
+    while True:
+        message = await receive()
+        if message["type"] == "websocket.disconnect":
+            return
+        if message.get("text") is not None:
+            await send({"type": "websocket.send", "text": message["text"]})
+        else:
+            await send({"type": "websocket.send", "bytes": message["bytes"]})
+
+
 async def rsgi_app(scope, proto):
     body = b"" if scope.method in ("GET", "HEAD") else await proto()
     out = _answer(scope.method, scope.path, body)
     proto.response_bytes(200, [("content-type", "text/plain")], out)
+
+
+async def rsgi_ws_app(scope, proto):
+    """``rsgi_app`` plus a WebSocket echo on every path."""
+    if scope.proto != "ws":
+        await rsgi_app(scope, proto)
+        return
+    transport = await proto.accept()
+    while True:
+        message = await transport.receive()
+        if message.kind == 0:  # close
+            break
+        if message.kind == 1:
+            await transport.send_bytes(message.data)
+        else:
+            await transport.send_str(message.data)
+    proto.close()
 
 
 APPS = {"wsgi": "app", "asgi": "asgi_app", "rsgi": "rsgi_app"}

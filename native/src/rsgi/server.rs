@@ -107,7 +107,7 @@ impl NativeServer {
     /// (fd, is_unix) of the listening sockets.
     #[new]
     #[pyo3(signature = (*, rsgi = None, event_loop, fds, threads = 1, mode = "st", header_timeout = 10.0,
-        keepalive = 2.0, limit_request_line = 4094, limit_request_fields = 100,
+        send_timeout = 30.0, keepalive = 2.0, limit_request_line = 4094, limit_request_fields = 100,
         limit_request_field_size = 8190, limit_request_body = 0, limit_concurrency = 0, backpressure = 0, worker_connections = 0,
         max_requests = 0,
         date_header = true,
@@ -127,6 +127,7 @@ impl NativeServer {
         threads: usize,
         mode: &str,
         header_timeout: f64,
+        send_timeout: f64,
         keepalive: f64,
         limit_request_line: usize,
         limit_request_fields: usize,
@@ -198,6 +199,7 @@ impl NativeServer {
             threads,
             mode,
             header_timeout: seconds(header_timeout),
+            send_timeout: seconds(send_timeout),
             keepalive: seconds(keepalive),
             limit_request_line,
             limit_request_fields,
@@ -329,6 +331,15 @@ impl NativeServer {
 
     fn in_flight(&self) -> usize {
         self.with_server(|s| s.in_flight())
+    }
+
+    /// The worker's tick: its loop is alive, and so are the threads that
+    /// call a WSGI app unless they have all been in one call for a second.
+    /// Without it for a second, the server stops accepting (runtime.rs).
+    fn beat(&self) {
+        if self.stuck_for() < 1.0 {
+            self.with_server(|s| s.beat())
+        }
     }
 
     /// Requests finished since the last call (the worker counts in batches).

@@ -88,6 +88,10 @@ impl Drop for ExchangeGuard {
 pub struct ResponseBody {
     framing: Framing,
     _guard: Option<ExchangeGuard>,
+    /// HTTP/2: the last chunk handed to hyper is counted in the
+    /// connection's `held_chunks` until hyper asks past it (it asks for the
+    /// next one only once the stream had window for this one).
+    holding: bool,
 }
 
 impl ResponseBody {
@@ -95,6 +99,7 @@ impl ResponseBody {
         ResponseBody {
             framing,
             _guard: guard,
+            holding: false,
         }
     }
 
@@ -117,7 +122,50 @@ impl Body for ResponseBody {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
-        match &mut self.get_mut().framing {
+        let this = self.get_mut();
+        this.release_chunk();
+        let frame = this.next_frame(cx);
+        if let Poll::Ready(Some(Ok(f))) = &frame {
+            if f.is_data() {
+                this.hold_chunk();
+            }
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.framing.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.framing.size_hint()
+    }
+}
+
+impl ResponseBody {
+    fn hold_chunk(&mut self) {
+        if let Some(guard) = &self._guard {
+            if guard.conn.is_h2() {
+                guard.conn.held_chunks.fetch_add(1, Ordering::Relaxed);
+                self.holding = true;
+            }
+        }
+    }
+
+    fn release_chunk(&mut self) {
+        if std::mem::take(&mut self.holding) {
+            if let Some(guard) = &self._guard {
+                guard.conn.held_chunks.fetch_sub(1, Ordering::Relaxed);
+                guard.conn.chunks_let_go.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn next_frame(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        match &mut self.framing {
             Framing::Empty => Poll::Ready(None),
             Framing::Full(body) => Poll::Ready(body.take().map(|b| Ok(Frame::data(b)))),
             Framing::File { file, remaining } => {
@@ -183,9 +231,17 @@ impl Body for ResponseBody {
             },
         }
     }
+}
 
+impl Drop for ResponseBody {
+    fn drop(&mut self) {
+        self.release_chunk();
+    }
+}
+
+impl Framing {
     fn is_end_stream(&self) -> bool {
-        match &self.framing {
+        match self {
             Framing::Empty => true,
             Framing::Full(b) => b.is_none(),
             Framing::File { remaining, .. } => *remaining == 0,
@@ -194,7 +250,7 @@ impl Body for ResponseBody {
     }
 
     fn size_hint(&self) -> SizeHint {
-        match &self.framing {
+        match self {
             Framing::Empty => SizeHint::with_exact(0),
             Framing::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
             Framing::File { remaining, .. } => SizeHint::with_exact(*remaining),

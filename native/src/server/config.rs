@@ -58,6 +58,10 @@ pub struct ServerConfig {
     pub threads: usize,
     pub mode: RuntimeMode,
     pub header_timeout: Option<Duration>,
+    /// `--send-timeout`: how long a write may find no room before the
+    /// connection (or an HTTP/2 connection whose streams all wait for window)
+    /// is dropped; `None`: no limit.
+    pub send_timeout: Option<Duration>,
     /// `None`: no keep-alive (one request per connection).
     pub keepalive: Option<Duration>,
     pub limit_request_line: usize,

@@ -23,6 +23,7 @@ use super::send_file::SendFile;
 use super::service;
 use super::sniff::{sniff, Prefixed};
 use super::strict_io::StrictIo;
+use super::write_stall::WriteStall;
 
 /// On a graceful stop, how long a kept-alive connection must be quiet before
 /// it is closed (IDLE_GRACE_ON_STOP of the Python workers).
@@ -149,6 +150,7 @@ pub async fn serve<T>(
     let mut stream = Counted {
         inner: stream,
         conn: conn.clone(),
+        stall: WriteStall::new(shared.config.send_timeout),
     };
     let (h2, prefix) = match proto {
         Proto::H1 => (false, Bytes::new()),
@@ -249,7 +251,8 @@ async fn serve_hyper<T>(
     }
 }
 
-/// Drives the connection to its end, with the idle watchdog and the graceful stop.
+/// Drives the connection to its end, with the idle watchdog, HTTP/2's
+/// stall watch and the graceful stop.
 async fn watch_over<C: std::future::Future>(
     mut connection: Pin<&mut C>,
     shut_down: fn(Pin<&mut C>),
@@ -266,12 +269,19 @@ async fn watch_over<C: std::future::Future>(
     } else {
         shared.config.keepalive
     };
+    // HTTP/1.1's stalled writes fail in `Counted`; an HTTP/2 stream that
+    // waits for window writes nothing at all, so it is watched here.
+    let stall_tick = shared.config.send_timeout.filter(|_| h2).map(|t| t / 2);
+    // Made once: the idle tick's sleep is made anew each turn of the loop,
+    // which would start this one again each time.
+    let mut stall_timer = Box::pin(tokio::time::sleep(stall_tick.unwrap_or_default()));
     let mut idle_ticks = 0u32;
     let mut seen = conn.activity();
+    let mut stall = StallWatch::new(conn);
     let mut stopping = *stop.borrow();
     let mut closing = false;
     loop {
-        let tick = if closing {
+        let idle_tick = if closing {
             None
         } else if stopping {
             Some(STOP_GRACE / 2)
@@ -294,7 +304,7 @@ async fn watch_over<C: std::future::Future>(
                 // Busy connections end with their response (service.rs adds
                 // `Connection: close`); idle ones after STOP_GRACE of quiet.
             }
-            _ = sleep_or_never(tick) => {
+            _ = sleep_or_never(idle_tick) => {
                 let now = conn.activity();
                 if conn.busy.load(Ordering::Relaxed) == 0 && now == seen {
                     idle_ticks += 1;
@@ -308,7 +318,43 @@ async fn watch_over<C: std::future::Future>(
                     closing = true;
                 }
             }
+            _ = stall_timer.as_mut(), if stall_tick.is_some() => {
+                // Two ticks of half the timeout with chunks held and none let
+                // go: the client has read nothing for 1 to 1.5 times it. What
+                // hyper holds for it is dropped with the connection.
+                if stall.stalled_twice(conn) {
+                    return;
+                }
+                let tick = stall_tick.unwrap_or_default();
+                stall_timer.as_mut().reset(tokio::time::Instant::now() + tick);
+            }
         }
+    }
+}
+
+/// HTTP/2 streams whose response waits for window, seen tick by tick.
+struct StallWatch {
+    let_go: u64,
+    ticks: u32,
+}
+
+impl StallWatch {
+    fn new(conn: &ConnInfo) -> Self {
+        StallWatch {
+            let_go: conn.chunks_let_go.load(Ordering::Relaxed),
+            ticks: 0,
+        }
+    }
+
+    fn stalled_twice(&mut self, conn: &ConnInfo) -> bool {
+        let let_go = conn.chunks_let_go.load(Ordering::Relaxed);
+        if conn.held_chunks.load(Ordering::Relaxed) > 0 && let_go == self.let_go {
+            self.ticks += 1;
+        } else {
+            self.ticks = 0;
+        }
+        self.let_go = let_go;
+        self.ticks >= 2
     }
 }
 
@@ -319,10 +365,23 @@ async fn sleep_or_never(tick: Option<std::time::Duration>) {
     }
 }
 
-/// Counts bytes read, which is all the watchdog needs to see activity.
+/// Counts bytes read, which is all the watchdog needs to see
+/// activity, and fails a write that waits past `--send-timeout`
+/// (write_stall.rs): every protocol on the connection writes through here.
 struct Counted<T> {
     inner: T,
     conn: Arc<ConnInfo>,
+    stall: WriteStall,
+}
+
+impl<T> Counted<T> {
+    fn wrote(
+        &mut self,
+        cx: &mut Context<'_>,
+        res: Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        self.stall.watch(cx, res)
+    }
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for Counted<T> {
@@ -343,13 +402,66 @@ impl<T: AsyncRead + Unpin> AsyncRead for Counted<T> {
 }
 
 impl<T: SendFile + Unpin> SendFile for Counted<T> {
-    send_file_through!();
+    fn sends_files(&self) -> bool {
+        self.inner.sends_files()
+    }
+
+    fn poll_send_file(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        file: std::os::fd::BorrowedFd<'_>,
+        len: usize,
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let res = Pin::new(&mut this.inner).poll_send_file(cx, file, len);
+        this.wrote(cx, res)
+    }
+
+    fn poll_send_more(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let res = Pin::new(&mut this.inner).poll_send_more(cx, buf);
+        this.wrote(cx, res)
+    }
 }
 
 impl<T: AsyncWrite + Unpin> AsyncWrite for Counted<T> {
-    write_through!();
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let res = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.wrote(cx, res)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let res = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.wrote(cx, res)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let res = Pin::new(&mut this.inner).poll_flush(cx);
+        this.stall.watch(cx, res)
+    }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+        let this = self.get_mut();
+        let res = Pin::new(&mut this.inner).poll_shutdown(cx);
+        this.stall.watch(cx, res)
     }
 }

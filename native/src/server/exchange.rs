@@ -24,6 +24,12 @@ pub struct ConnInfo {
     /// together they tell the keep-alive watchdog whether the connection idles.
     pub(crate) busy: std::sync::atomic::AtomicUsize,
     pub(crate) read_bytes: std::sync::atomic::AtomicU64,
+    /// HTTP/2 response bodies whose last chunk hyper holds and has not asked
+    /// past (streams waiting for the client to open its window), and how many
+    /// chunks it has let go of so far: with chunks held and none let go for
+    /// `--send-timeout`, the client is not reading (connection.rs).
+    pub(crate) held_chunks: std::sync::atomic::AtomicUsize,
+    pub(crate) chunks_let_go: std::sync::atomic::AtomicU64,
     /// Requests begun; what counts as activity on HTTP/2, where the client's
     /// pings and window updates must not keep an idle connection open.
     requests: std::sync::atomic::AtomicU64,
@@ -60,6 +66,8 @@ impl ConnInfo {
             socket: None,
             busy: Default::default(),
             read_bytes: Default::default(),
+            held_chunks: Default::default(),
+            chunks_let_go: Default::default(),
             requests: Default::default(),
             h2: AtomicBool::new(false),
             body_refused: AtomicBool::new(false),

@@ -71,6 +71,7 @@ pub(crate) fn config(http: HttpMode) -> ServerConfig {
         threads: 1,
         mode: RuntimeMode::St,
         header_timeout: Some(Duration::from_secs(10)),
+        send_timeout: Some(Duration::from_secs(30)),
         keepalive: Some(Duration::from_secs(5)),
         limit_request_line: 4094,
         limit_request_fields: 100,

@@ -117,7 +117,14 @@ fn accept_loop<A: Accept>(listener: A, shared: Arc<Shared>, stop: watch::Receive
                 if let Some(room) = &shared.room {
                     room.vacancy().await;
                 }
-                listener.accept(shared.config.scheme).await
+                loop {
+                    shared.counters.loop_alive().await;
+                    // Cancel-safe: a connection not yet taken stays in the backlog.
+                    tokio::select! {
+                        accepted = listener.accept(shared.config.scheme) => break accepted,
+                        () = shared.counters.loop_goes_stuck() => {}
+                    }
+                }
             };
             tokio::select! {
                 accepted = next => match accepted {

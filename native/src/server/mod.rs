@@ -30,6 +30,7 @@ mod strict_io;
 mod tls;
 mod upgrade_gate;
 mod websocket;
+mod write_stall;
 mod ws_session;
 
 pub use body::ResponseBody;

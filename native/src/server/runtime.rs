@@ -25,9 +25,58 @@ pub struct Counters {
     requests: AtomicU64,
     /// Requests begun since the start.
     begun: AtomicU64,
+    /// When the worker's loop last said it was alive (coarse ns, plus one);
+    /// 0 before its first word, which counts as alive.
+    loop_beat: AtomicU64,
 }
 
+/// A loop silent this long is stuck: the accept loops stop taking
+/// connections until it speaks again. The worker's tick speaks every 0.1 s.
+const LOOP_STUCK_AFTER_NS: u64 = 1_000_000_000;
+/// How often a paused accept loop looks again.
+const STUCK_RECHECK: std::time::Duration = std::time::Duration::from_millis(50);
+
 impl Counters {
+    /// The worker's loop is alive (its tick, `NativeServer::beat`).
+    pub fn loop_beat(&self) {
+        let now = crate::coarse_clock::monotonic_ns() + 1;
+        self.loop_beat.store(now, Ordering::Relaxed);
+    }
+
+    fn loop_stuck(&self) -> bool {
+        let beat = self.loop_beat.load(Ordering::Relaxed);
+        beat != 0 && crate::coarse_clock::monotonic_ns() + 1 - beat > LOOP_STUCK_AFTER_NS
+    }
+
+    /// Waits while the worker's loop is stuck. A connection accepted then
+    /// would wait for the loop, and die with the worker if `--timeout`
+    /// kills it; left in the backlog, another worker (or this one's
+    /// replacement) takes it.
+    pub async fn loop_alive(&self) {
+        while self.loop_stuck() {
+            tokio::time::sleep(STUCK_RECHECK).await;
+        }
+    }
+
+    /// Resolves once the loop has gone silent long enough to be stuck: an
+    /// accept loop already waiting for a connection gives up its wait then.
+    /// While the loop speaks, this wakes about once per LOOP_STUCK_AFTER.
+    pub async fn loop_goes_stuck(&self) {
+        loop {
+            let beat = self.loop_beat.load(Ordering::Relaxed);
+            let now = crate::coarse_clock::monotonic_ns() + 1;
+            let left = if beat == 0 {
+                LOOP_STUCK_AFTER_NS
+            } else {
+                (beat + LOOP_STUCK_AFTER_NS).saturating_sub(now)
+            };
+            if left == 0 {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_nanos(left)).await;
+        }
+    }
+
     /// Counted from before the accept loop is spawned until it ends (or is dropped).
     pub fn accepting(self: &Arc<Self>) -> Held {
         Held::new(self.clone(), |c| &c.accepting)
@@ -263,6 +312,10 @@ impl Server {
 
     pub fn in_flight(&self) -> usize {
         self.shared.counters.in_flight.load(Ordering::Relaxed)
+    }
+
+    pub fn beat(&self) {
+        self.shared.counters.loop_beat();
     }
 
     pub fn take_requests(&self) -> u64 {

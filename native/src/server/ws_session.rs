@@ -5,10 +5,18 @@
 //! Received messages go to a `WsInbox` the answerer reads (no channel per
 //! receive: it takes what is queued, and asks to be woken only when nothing
 //! is). Reading pauses while `QUEUE_HIGH` messages wait there, and resumes
-//! once the app has taken them down to `QUEUE_LOW`. Outgoing messages come
-//! through a bounded channel, taken in batches and written with one flush;
-//! no new ones are taken while a flush waits for a slow client, so the app's
-//! sends wait too.
+//! once the app has taken them down to `QUEUE_LOW`, or while `QUEUE_BYTES`
+//! wait there. Outgoing messages come through a bounded channel, taken in
+//! batches of at most `BATCH_BYTES` and written with one flush; no new ones
+//! are taken while a flush waits for a slow client, so the app's sends wait
+//! too.
+//!
+//! A client that sends and does not read: each of its pings makes
+//! tungstenite queue a pong, and a flush that waits buffers every one of
+//! them. After `PONGS_OWED` pings received while a flush waits, reading
+//! stops until the flush is done, so TCP holds the client back; past
+//! `--send-timeout` without progress the write fails (write_stall.rs) and the
+//! session ends.
 //!
 //! Close codes: the app's own (1000 when it returns, 1011 when it raises),
 //! 1012 on a graceful stop, 1011 for an unanswered ping, 1009 for a message
@@ -38,6 +46,7 @@ use tokio_tungstenite::WebSocketStream;
 use super::body::ExchangeGuard;
 use super::runtime::Shared;
 use super::websocket::WsAccept;
+use super::write_stall::StallIo;
 
 /// RFC 6455 7.1.5: the connection broke without a close frame.
 const ABNORMAL: u16 = 1006;
@@ -49,8 +58,16 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Received messages waiting for the app: reading pauses at HIGH, resumes at LOW.
 const QUEUE_HIGH: usize = 16;
 const QUEUE_LOW: usize = 4;
-/// Outgoing messages written per flush at most.
+/// Outgoing messages written per flush at most, and their bytes (at least
+/// one message whatever its size).
 const BATCH: usize = 64;
+const BATCH_BYTES: usize = 64 * 1024;
+/// Received message bytes waiting for the app past which reading pauses
+/// (at least one message whatever its size).
+const QUEUE_BYTES: usize = 1024 * 1024;
+/// Pings answered while a flush waits, before reading stops: a pong is due
+/// for each (RFC 6455 5.5.3 asks for the last one only), and each is buffered.
+const PONGS_OWED: u8 = 8;
 const PING_PAYLOAD: &[u8] = b"supervise";
 /// tungstenite's read buffer, allocated up front per session and zero-filled
 /// up to its size before every read: its default (128 KiB) would cost 1.3 GB
@@ -67,8 +84,20 @@ pub enum WsIn {
     Closed(u16, String),
 }
 
+impl WsIn {
+    fn len(&self) -> usize {
+        match self {
+            WsIn::Binary(b) => b.len(),
+            WsIn::Text(t) => t.len(),
+            WsIn::Closed(..) => 0,
+        }
+    }
+}
+
 struct InboxState {
     queue: VecDeque<WsIn>,
+    /// Payload bytes in `queue`.
+    bytes: usize,
     ended: bool,
     /// The answerer found the queue empty and waits for `wake`.
     want: bool,
@@ -88,6 +117,7 @@ impl WsInbox {
         WsInbox {
             state: Mutex::new(InboxState {
                 queue: VecDeque::new(),
+                bytes: 0,
                 ended: false,
                 want: false,
                 reader: None,
@@ -106,7 +136,8 @@ impl WsInbox {
         let mut st = self.lock();
         match st.queue.pop_front() {
             Some(m) => {
-                let resume = if st.queue.len() <= QUEUE_LOW {
+                st.bytes -= m.len();
+                let resume = if st.queue.len() <= QUEUE_LOW && st.bytes < QUEUE_BYTES {
                     st.reader.take()
                 } else {
                     None
@@ -126,7 +157,9 @@ impl WsInbox {
 
     /// A message taken for a receiver that stopped waiting: first again.
     pub fn put_back(&self, m: WsIn) {
-        self.lock().queue.push_front(m);
+        let mut st = self.lock();
+        st.bytes += m.len();
+        st.queue.push_front(m);
     }
 
     /// No more messages will come (`Closed` may still be queued).
@@ -140,6 +173,7 @@ impl WsInbox {
             if st.ended {
                 return;
             }
+            st.bytes += m.len();
             st.queue.push_back(m);
             std::mem::take(&mut st.want)
         };
@@ -167,7 +201,7 @@ impl WsInbox {
 
     fn poll_room(&self, cx: &mut Context<'_>) -> Poll<()> {
         let mut st = self.lock();
-        if st.queue.len() < QUEUE_HIGH {
+        if st.queue.len() < QUEUE_HIGH && st.bytes < QUEUE_BYTES {
             Poll::Ready(())
         } else {
             st.reader = Some(cx.waker().clone());
@@ -213,7 +247,13 @@ pub async fn run(
         .read_buffer_size(READ_BUFFER)
         .max_message_size(Some(cfg.max_size))
         .max_frame_size(Some(cfg.max_size));
-    let ws = WebSocketStream::from_raw_socket(TokioIo::new(io), Role::Server, Some(config)).await;
+    // Over HTTP/1.1 the connection's own writes are watched (connection.rs);
+    // an HTTP/2 stream's are not.
+    let stall_limit = (!own_connection)
+        .then_some(shared.config.send_timeout)
+        .flatten();
+    let io = StallIo::new(TokioIo::new(io), stall_limit);
+    let ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
     let mut stop = shared.stop_rx.clone();
     let now = Instant::now();
     let mut session = Session {
@@ -230,6 +270,7 @@ pub async fn run(
         open: true,
         reading: true,
         dirty: false,
+        pongs_owed: 0,
         ping_interval: cfg.ping_interval,
         ping_timeout: cfg.ping_timeout,
         next_ping: cfg.ping_interval.map(|i| now + i),
@@ -256,7 +297,7 @@ enum Event {
 }
 
 struct Session {
-    ws: WebSocketStream<TokioIo<Upgraded>>,
+    ws: WebSocketStream<StallIo<TokioIo<Upgraded>>>,
     inbox: Arc<WsInbox>,
     outgoing: mpsc::Receiver<Message>,
     outgoing_open: bool,
@@ -270,6 +311,8 @@ struct Session {
     reading: bool,
     /// Frames written but not flushed (ours, or tungstenite's pong/close echo).
     dirty: bool,
+    /// Pings received since the last completed flush.
+    pongs_owed: u8,
     ping_interval: Option<Duration>,
     ping_timeout: Option<Duration>,
     next_ping: Option<Instant>,
@@ -291,7 +334,10 @@ impl Session {
     fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Event> {
         if self.dirty {
             match Pin::new(&mut self.ws).poll_flush(cx) {
-                Poll::Ready(Ok(())) => self.dirty = false,
+                Poll::Ready(Ok(())) => {
+                    self.dirty = false;
+                    self.pongs_owed = 0;
+                }
                 Poll::Ready(Err(_)) => return Poll::Ready(Event::Over),
                 Poll::Pending => {}
             }
@@ -320,7 +366,10 @@ impl Session {
             }
         }
         // Once closing, what the peer still sends is dropped: no need for room.
-        if self.reading && (!self.open || self.inbox.poll_room(cx).is_ready()) {
+        if self.reading
+            && self.pongs_owed < PONGS_OWED
+            && (!self.open || self.inbox.poll_room(cx).is_ready())
+        {
             if let Poll::Ready(m) = Pin::new(&mut self.ws).poll_next(cx) {
                 return Poll::Ready(Event::In(m));
             }
@@ -349,7 +398,10 @@ impl Session {
                 Message::Text(t) if self.open => self.inbox.push(WsIn::Text(t)),
                 Message::Binary(b) if self.open => self.inbox.push(WsIn::Binary(b)),
                 // tungstenite queued the pong; it goes out with the next flush.
-                Message::Ping(_) => self.dirty = true,
+                Message::Ping(_) => {
+                    self.dirty = true;
+                    self.pongs_owed = self.pongs_owed.saturating_add(1);
+                }
                 Message::Pong(_) => self.pong_due = None,
                 Message::Close(frame) => {
                     // The peer's close (tungstenite queued the echo), or its
@@ -376,12 +428,17 @@ impl Session {
                 if !self.open {
                     return true;
                 }
+                let mut bytes = m.len();
                 if !self.send(m) {
                     return false;
                 }
                 for _ in 0..BATCH {
+                    if bytes >= BATCH_BYTES {
+                        break;
+                    }
                     match self.outgoing.try_recv() {
                         Ok(m) => {
+                            bytes += m.len();
                             if !self.send(m) {
                                 return false;
                             }

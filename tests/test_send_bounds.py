@@ -1,0 +1,121 @@
+"""Clients that make the server owe them bytes and never take them
+(tests/attacks.py): what a worker holds for them is bounded in time by
+``--send-timeout`` and in memory by back-pressure, and handed back after.
+
+- slow readers: each asks for an 8 MiB page (made anew per request) and
+  reads nothing; every worker class closes them past the send timeout, a
+  probe client is answered meanwhile, and the worker's RSS returns near
+  where it started once they are gone;
+- a WebSocket PING flood from clients that never read (the native server:
+  `-k rsgi` and `-k native` with ASGI and RSGI apps; `-k asgi` is in
+  tests/test_ws_hostile.py): memory stays flat, the probe is answered, and
+  the flooders are closed past the send timeout;
+- HTTP/2 with a zero flow-control window (the native server): the client
+  opens streams and never lets a body byte through; the connection is
+  dropped past the send timeout, and what it held with it.
+
+The budgets are fixed figures, far from what the server did before (GBs);
+nothing asserts how fast the server is.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from attacks import closed_by_server, h2_zero_window, hold_slow_readers, ping_flood
+from conftest import WSGI_WORKERS, interface_of, worker_params
+from hostile import Prober, hostile_app, worker_rss
+
+SEND_TIMEOUT = 2
+# Memory back near its start: within this of the RSS before the attack.
+SETTLED_MARGIN = 40 * 2**20
+# What a flood of pings may grow the worker by.
+FLOOD_BUDGET = 64 * 2**20
+
+ALL_WORKERS = WSGI_WORKERS + worker_params("asgi") + worker_params("rsgi")
+NATIVE = [p for p in worker_params("asgi") + worker_params("rsgi") if p.values[0] != "asgi"]
+NATIVE_ALL = NATIVE + [p for p in WSGI_WORKERS if p.values[0] == "native"]
+
+
+def rss(server) -> int:
+    return sum(worker_rss(server.pid).values())
+
+
+def settles(server, before: int, timeout: float = 10.0) -> int:
+    """The workers' RSS once it has come back within SETTLED_MARGIN of
+    ``before`` (the worker hands freed memory back once a second), or the
+    last reading after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        now = rss(server)
+        if now - before < SETTLED_MARGIN or time.monotonic() > deadline:
+            return now
+        time.sleep(0.25)
+
+
+def start(start_server, worker: str, app: str, *extra: str):
+    return start_server("-k", worker, app, "--send-timeout", str(SEND_TIMEOUT), *extra)
+
+
+def slow_reader_count(worker: str) -> int:
+    # sync serves one connection at a time (gthread one a thread): each
+    # slow reader holds it for the send timeout, and the probe waits behind.
+    return 1 if worker in ("sync", "gthread") else 20
+
+
+@pytest.mark.parametrize("worker", ALL_WORKERS)
+def test_clients_that_do_not_read_are_dropped_and_their_memory_given_back(
+    start_server, worker
+) -> None:
+    server = start(start_server, worker, hostile_app(worker))
+    before = rss(server)
+    with Prober(server.host, server.port, interval=0.5) as prober:
+        socks = hold_slow_readers(server.host, server.port, "/huge", slow_reader_count(worker))
+        try:
+            time.sleep(SEND_TIMEOUT * 2 + 1)
+            dropped = [closed_by_server(s) for s in socks]
+        finally:
+            for sock in socks:
+                sock.close()
+    assert all(dropped), f"{dropped.count(False)} of {len(socks)} slow readers still connected"
+    assert not prober.result.failures, prober.result.failures[:5]
+    after = settles(server, before)
+    assert after - before < SETTLED_MARGIN, f"RSS {before >> 20} -> {after >> 20} MiB"
+    assert server.get("/")[0] == 200
+
+
+def ws_app(worker: str) -> str:
+    return "hostile_app:" + {"asgi": "asgi_ws_app", "rsgi": "rsgi_ws_app"}[interface_of(worker)]
+
+
+@pytest.mark.parametrize("worker", NATIVE)
+def test_a_ping_flood_from_clients_that_never_read_stays_bounded(start_server, worker) -> None:
+    server = start(start_server, worker, ws_app(worker))
+    before = rss(server)
+    peak = before
+    with Prober(server.host, server.port, interval=0.5) as prober:
+        outcome = ping_flood(server.host, server.port, "/ws", clients=10, seconds=SEND_TIMEOUT * 3)
+        peak = max(peak, rss(server))
+    assert not prober.result.failures, prober.result.failures[:5]
+    assert peak - before < FLOOD_BUDGET, f"RSS {before >> 20} -> {peak >> 20} MiB"
+    # Reading stopped once pongs were owed, and past the send timeout the
+    # server gave up on them.
+    assert outcome.closed_by_server == outcome.opened, outcome
+    assert settles(server, before) - before < SETTLED_MARGIN
+
+
+@pytest.mark.parametrize("worker", NATIVE_ALL)
+def test_an_http2_client_that_opens_no_window_is_dropped(start_server, worker) -> None:
+    server = start(start_server, worker, hostile_app(worker))
+    before = rss(server)
+    with Prober(server.host, server.port, interval=0.5) as prober:
+        sock = h2_zero_window(server.host, server.port, "/big", streams=100)
+        try:
+            time.sleep(SEND_TIMEOUT * 1.5 + 1)
+            dropped = closed_by_server(sock)
+        finally:
+            sock.close()
+    assert dropped, "the connection with no window is still open"
+    assert not prober.result.failures, prober.result.failures[:5]
+    assert settles(server, before) - before < SETTLED_MARGIN
