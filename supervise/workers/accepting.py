@@ -99,8 +99,8 @@ class SocketWorker(Worker):
         return self.proxy_protocol is not None and self.proxy_protocol.expects(addr)
 
     def after_header(self, sock: Any, addr: Any, timeout: float | None, wait: Any) -> Any:
-        """For the workers that may block (sync, gevent: ``wait`` is their
-        Connection's): read the PROXY header a peer owes, then wrap TLS.
+        """For the gevent worker (``wait`` is its Connection's, which
+        yields to the hub): read the PROXY header a peer owes, then wrap TLS.
         (socket, the address to serve it as), or None once closed."""
         assert self.proxy_protocol is not None
         try:

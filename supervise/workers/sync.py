@@ -4,12 +4,12 @@ Like Gunicorn's sync worker, every response closes its connection. Unlike it,
 a client that trickles its request head (slowloris) never holds the worker: the
 heads still on their way wait in PendingHeads (sync_heads.py), watched by the
 same poll as the listeners, and a connection is served only once its head is
-complete. A graceful stop still serves the heads that complete after it (a
-connection that has sent nothing is closed after 1 s of quiet). A slow
-request body or a slow reader of the response does hold the worker (up to
-body_timeout between reads, timeout per write): put it behind a buffering
-proxy (nginx) when clients are on slow networks. With TLS or the PROXY
-protocol, heads are read the old way, blocking up to header_timeout.
+complete; so do a PROXY header and a TLS handshake still on their way,
+under the same header_timeout. A graceful stop still serves the heads that
+complete after it (a connection that has sent nothing is closed after 1 s of
+quiet). A slow request body or a slow reader of the response does hold the
+worker (up to body_timeout between reads, send_timeout per write): put it behind
+a buffering proxy (nginx) when clients are on slow networks.
 
 The loop is the hot path of the simplest deployment. It waits on the
 listeners and the signal wake-up pipe, and once a connection is accepted keeps
@@ -39,26 +39,26 @@ class SyncWorker(SocketWorker):
         handler = WSGIHandler(self, multithread=False)
         targets = self.listen_targets(handler.base_environ)
         poller = _Poller(list(targets), self.wakeup_fd)
-        heads = None
-        if self.ssl_context is None and self.proxy_protocol is None:
-            heads = PendingHeads(
-                handler=handler,
-                watch=poller.watch,
-                unwatch=poller.unwatch,
-                limit=self.max_clients,
-                timeout=self.header_timeout,
-            )
+        heads = PendingHeads(
+            handler=handler,
+            watch=poller.watch,
+            unwatch=poller.unwatch,
+            limit=self.max_clients,
+            timeout=self.header_timeout,
+            wrap=None if self.ssl_context is None else self.wrap_tls,
+            proxy=self.proxy_protocol,
+        )
         interval = min(1.0, self.timeout / 2) if self.timeout > 0 else 1.0
         try:
             while self.alive:
                 self.notify()
-                wait = interval if heads is None else _pace_accepting(heads, poller, interval)
+                wait = _pace_accepting(heads, poller, interval)
                 for fd, _ in poller.poll(wait):
                     if fd == self.wakeup_fd:
                         self.drain_wakeup()
                     elif fd in targets:
                         self._serve_backlog(handler, heads, *targets[fd])
-                    elif heads is not None and fd in heads:
+                    elif fd in heads:
                         ready = heads.readable(fd)
                         if ready is not None:
                             self._serve_ready(handler, *ready)
@@ -67,8 +67,7 @@ class SyncWorker(SocketWorker):
             if heads:
                 self._drain_heads(handler, heads, poller, interval)
         finally:
-            if heads is not None:
-                heads.close_all()
+            heads.close_all()
 
     def _drain_heads(
         self,
@@ -97,21 +96,23 @@ class SyncWorker(SocketWorker):
         )
 
     def _serve_backlog(
-        self, handler: WSGIHandler, heads: PendingHeads | None, listener: Any, base: dict
+        self, handler: WSGIHandler, heads: PendingHeads, listener: Any, base: dict
     ) -> None:
         """Serve until the backlog is empty (or a stop is asked), without waiting
         in between: under load that saves a poll per request."""
         active = False
-        more = self._alive if heads is None else lambda: self.alive and not heads.full()
+        proxy = self.proxy_protocol
         try:
-            for sock, addr in self.accepted(listener, more=more):
+            for sock, addr in self.accepted(listener, more=lambda: self.alive and not heads.full()):
                 if not active:
                     active = True
                     self.set_active(1)
-                if heads is None:
-                    self._serve(handler, sock, addr, base)
+                conn = handler.connection(sock, addr, base)
+                if proxy is not None and proxy.expects(addr):
+                    ready = heads.offer_proxied(conn, addr, base)
+                    if ready is not None:
+                        self._serve_ready(handler, *ready)
                 else:
-                    conn = handler.connection(sock, addr, base)
                     req = heads.offer(conn)
                     if req is not None:
                         self._serve_ready(handler, conn, req)
@@ -119,9 +120,6 @@ class SyncWorker(SocketWorker):
         finally:
             if active:
                 self.set_active(0)
-
-    def _alive(self) -> bool:
-        return self.alive
 
     def _serve_ready(self, handler: WSGIHandler, conn: Connection, req: Any) -> None:
         """Serve a request whose head has arrived, then close its connection."""
@@ -132,32 +130,6 @@ class SyncWorker(SocketWorker):
             self.log.exception(
                 "Error serving a connection from %s", conn.environ.get("REMOTE_ADDR")
             )
-        finally:
-            self.set_in_flight(0)
-            conn.close()
-
-    def _serve(self, handler: WSGIHandler, sock: Any, addr: Any, base: dict) -> None:
-        if self.proxy_protocol is not None and self.owes_header(addr):
-            opened = self.after_header(
-                sock, addr, handler.header_timeout, handler.connection_class.wait
-            )
-            if opened is None:
-                return
-            sock, addr = opened
-        conn = handler.connection(sock, addr, base)
-        try:
-            if self.ssl_context is not None:
-                conn.handshake(handler.header_timeout)
-        except (OSError, ValueError) as exc:
-            # Port scanners, plain HTTP on the TLS port, expired client certs...
-            self.log.debug("TLS handshake with %s failed: %s", addr, exc)
-            conn.close()
-            return
-        self.set_in_flight(1)
-        try:
-            handler.handle(conn)
-        except Exception:  # handle() answers every client/app error; this is a bug guard
-            self.log.exception("Error serving a connection from %s", addr)
         finally:
             self.set_in_flight(0)
             conn.close()
@@ -175,7 +147,7 @@ def _pace_accepting(heads: PendingHeads, poller: _Poller, interval: float) -> fl
 
 class _Poller:
     """poll(timeout_seconds) -> [(fd, events)] over the listeners, the wake-up
-    pipe and the connections whose head is on its way (watch/unwatch).
+    pipe and the connections in PendingHeads (watch/unwatch).
 
     epoll with EPOLLEXCLUSIVE for the listeners where the kernel has it: with
     several workers on one listener, a new connection then wakes one worker
@@ -189,13 +161,13 @@ class _Poller:
             ep = select.epoll()
             self.poll = ep.poll
             self._register, self.unwatch = ep.register, ep.unregister
-            self._events = select.EPOLLIN
+            self._events, self._out = select.EPOLLIN, select.EPOLLOUT
             self._exclusive = getattr(select, "EPOLLEXCLUSIVE", 0)
         else:
             poller = select.poll()
             self.poll = lambda timeout: poller.poll(timeout * 1000.0)
             self._register, self.unwatch = poller.register, poller.unregister
-            self._events = select.POLLIN
+            self._events, self._out = select.POLLIN, select.POLLOUT
             self._exclusive = 0
         self._watch_listeners()
         self._register(wakeup_fd, self._events)
@@ -218,5 +190,7 @@ class _Poller:
             for fd in self._listeners:
                 self.unwatch(fd)
 
-    def watch(self, fd: int) -> None:
-        self._register(fd, self._events)
+    def watch(self, fd: int, write: bool = False) -> None:
+        """Watch a connection: for reading, or for writing (a TLS handshake
+        whose next flight does not fit in the socket's send buffer)."""
+        self._register(fd, self._out if write else self._events)
