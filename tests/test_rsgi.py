@@ -151,6 +151,19 @@ def test_stream_request_body_chunked(rsgi):
     assert r.json()["chunks"] >= 2  # arrived in pieces, handed over in pieces
 
 
+def test_chunks_that_arrived_together_are_iterated_as_one(rsgi):
+    # A million one-byte chunks in one write: handed to the app one by one,
+    # they cost a loop turn each (29 CPU-seconds for 6 MB); what is buffered
+    # comes up joined.
+    server = rsgi()
+    body = b"1\r\nz\r\n" * 200_000 + b"0\r\n\r\n"
+    head = b"POST /stream-in HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+    raw = server.raw(head + b"Connection: close\r\n\r\n" + body, timeout=60)
+    seen = json.loads(raw.split(b"\r\n\r\n", 1)[1])
+    assert seen["total"] == 200_000
+    assert seen["chunks"] < 2_000, seen
+
+
 def test_stream_empty_request_body(rsgi):
     server = rsgi()
     assert httpx.get(url(server, "/stream-in")).json() == {"chunks": 0, "total": 0}
