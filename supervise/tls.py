@@ -12,6 +12,12 @@ import ssl
 from typing import Any
 
 
+# TLS 1.2 suites offered when `ciphers` is not set: forward secrecy and AEAD
+# only, the ones rustls offers on the native server. Python's own default list
+# keeps CBC suites (padding-oracle attacks: LUCKY13); TLS 1.3's are all AEAD.
+AEAD_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
+
+
 class TLSConfigError(Exception):
     """The TLS settings cannot make a context; str() names the files and the reason."""
 
@@ -34,11 +40,10 @@ def _default_context(cfg: Any) -> ssl.SSLContext:
             f"cannot load certfile {cfg.certfile!r} / keyfile {cfg.keyfile!r}: {exc}"
         ) from None
     context.verify_mode = ssl.VerifyMode(cfg.cert_reqs)
-    if cfg.ciphers:
-        try:
-            context.set_ciphers(cfg.ciphers)
-        except ssl.SSLError as exc:
-            raise TLSConfigError(f"invalid ciphers {cfg.ciphers!r}: {exc}") from None
+    try:
+        context.set_ciphers(cfg.ciphers or AEAD_CIPHERS)
+    except ssl.SSLError as exc:
+        raise TLSConfigError(f"invalid ciphers {cfg.ciphers!r}: {exc}") from None
     # Only HTTP/1.1 is spoken by the Python workers; say so to ALPN clients.
     context.set_alpn_protocols(["http/1.1"])
     return context

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import lifecycle_app
+from conftest import WSGI_WORKERS, lifecycle_app, worker_params
+from hostile import hostile_app
 
 APP = "wsgi_apps"
 
@@ -228,3 +229,21 @@ def test_keyfile_password_is_not_printed():
     )  # fmt: skip
     assert "keyfile_password = '********'" in out.stdout
     assert "s3cret" not in out.stdout
+
+
+@pytest.mark.parametrize("worker", WSGI_WORKERS + worker_params("asgi") + worker_params("rsgi"))
+def test_tls12_offers_aead_suites_only(start_server, pki, worker):
+    # CBC suites invite padding-oracle attacks (LUCKY13): a client that
+    # offers nothing else is refused, by the Python workers as by rustls.
+    server = start_tls(start_server, pki, "-k", worker, hostile_app(worker))
+
+    def tls12(ciphers: str) -> ssl.SSLContext:
+        ctx = client_context(pki, cert=True)
+        ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+        ctx.set_ciphers(ciphers)
+        return ctx
+
+    with pytest.raises(ssl.SSLError):
+        https_get(server, tls12("ECDHE-ECDSA-AES128-SHA256:ECDHE-ECDSA-AES256-SHA384"))
+    assert https_get(server, tls12("ECDHE-ECDSA-AES128-GCM-SHA256"))[0] == 200
+    assert https_get(server, tls12("ECDHE-ECDSA-CHACHA20-POLY1305"))[0] == 200
