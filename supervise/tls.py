@@ -11,7 +11,6 @@ from __future__ import annotations
 import ssl
 from typing import Any
 
-
 # TLS 1.2 suites offered when `ciphers` is not set: forward secrecy and AEAD
 # only, the ones rustls offers on the native server. Python's own default list
 # keeps CBC suites (padding-oracle attacks: LUCKY13); TLS 1.3's are all AEAD.

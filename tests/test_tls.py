@@ -7,6 +7,7 @@ would, so these tests also show the certificate chain is served correctly.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -247,3 +248,23 @@ def test_tls12_offers_aead_suites_only(start_server, pki, worker):
         https_get(server, tls12("ECDHE-ECDSA-AES128-SHA256:ECDHE-ECDSA-AES256-SHA384"))
     assert https_get(server, tls12("ECDHE-ECDSA-AES128-GCM-SHA256"))[0] == 200
     assert https_get(server, tls12("ECDHE-ECDSA-CHACHA20-POLY1305"))[0] == 200
+
+
+@pytest.mark.parametrize("worker", WSGI_WORKERS + worker_params("asgi") + worker_params("rsgi"))
+def test_a_stalled_handshake_is_dropped_past_header_timeout(start_server, pki, worker):
+    server = start_tls(
+        start_server, pki, "-k", worker, hostile_app(worker), "--header-timeout", "1"
+    )
+    # One says nothing, one stops inside its ClientHello.
+    silent = server.connect(timeout=10)
+    partial = server.connect(timeout=10)
+    partial.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
+    try:
+        for sock in (silent, partial):
+            sock.settimeout(10)  # far past the 1 s header_timeout
+            with contextlib.suppress(ConnectionResetError):
+                assert sock.recv(1024) == b""  # closed, never answered
+        assert https_get(server, client_context(pki, cert=True))[0] == 200
+    finally:
+        silent.close()
+        partial.close()

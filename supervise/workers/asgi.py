@@ -32,7 +32,7 @@ from supervise.http.asgi_context import AsgiContext
 from supervise.http.asgi_http import HttpProtocol
 from supervise.http.asgi_lifespan import Lifespan
 from supervise.http.proxy_protocol import ProxyProtocol
-from supervise.workers.asgi_proxy import ProxyAcceptor
+from supervise.workers.asgi_proxy import ProxyAcceptor, handshake_options
 from supervise.workers.base import APP_LOAD_ERROR, WORKER_BOOT_ERROR
 from supervise.workers.evloop import SHUTDOWN_SHARE, LoopWorker, cancel_remaining
 
@@ -117,8 +117,7 @@ class AsgiWorker(LoopWorker):
         for listener in self.listeners:
             sock = listener.sock
             options: dict[str, Any] = {"sock": sock, "backlog": self.cfg.backlog}
-            if self.ssl_context is not None:
-                options["ssl"] = self.ssl_context
+            options.update(handshake_options(self.ssl_context, self.ctx.header_timeout))
             if sock.family == socket.AF_UNIX:
                 server = await self.loop.create_unix_server(factory, **options)
             else:

@@ -33,6 +33,18 @@ _ACCEPT_BATCH = 64
 _ACCEPT_PAUSE = 0.1
 
 
+def handshake_options(ssl: Any, header_timeout: float) -> dict[str, Any]:
+    """The loop's TLS options: the handshake is bounded by header_timeout
+    (the loop's own default, 60 s, let 1,000 stalled handshakes sit that
+    long); none without TLS, where the loop refuses a handshake timeout."""
+    if ssl is None:
+        return {}
+    options: dict[str, Any] = {"ssl": ssl}
+    if header_timeout != float("inf"):
+        options["ssl_handshake_timeout"] = header_timeout
+    return options
+
+
 class _Pending:
     """A connection whose PROXY header is on its way."""
 
@@ -166,7 +178,8 @@ class ProxyAcceptor:
 
     async def _connect(self, sock: socket.socket, peer: tuple[str, int] | None) -> None:
         try:
-            await self.loop.connect_accepted_socket(lambda: self.factory(peer), sock, ssl=self.ssl)
+            options = handshake_options(self.ssl, self.header_timeout)
+            await self.loop.connect_accepted_socket(lambda: self.factory(peer), sock, **options)
         except (OSError, ValueError, asyncio.TimeoutError) as exc:
             # Port scanners, plain HTTP on the TLS port, expired client certs...
             self.log.debug("TLS handshake with %s failed: %s", peer, exc)
