@@ -30,6 +30,8 @@ from hostile import Prober, hostile_app, worker_rss
 SEND_TIMEOUT = 2
 # Memory back near its start: within this of the RSS before the attack.
 SETTLED_MARGIN = 40 * 2**20
+# The page each slow reader asks for (tests/apps/hostile_app.py's /huge).
+HUGE = 8 * 2**20
 # What a flood of pings may grow the worker by.
 FLOOD_BUDGET = 64 * 2**20
 
@@ -73,12 +75,19 @@ def test_clients_that_do_not_read_are_dropped_and_their_memory_given_back(
     with Prober(server.host, server.port, interval=0.5) as prober:
         socks = hold_slow_readers(server.host, server.port, "/huge", slow_reader_count(worker))
         try:
-            time.sleep(SEND_TIMEOUT * 2 + 1)
+            peak = before
+            deadline = time.monotonic() + SEND_TIMEOUT * 2 + 1
+            while time.monotonic() < deadline:
+                peak = max(peak, rss(server))
+                time.sleep(0.2)
             dropped = [closed_by_server(s) for s in socks]
         finally:
             for sock in socks:
                 sock.close()
     assert all(dropped), f"{dropped.count(False)} of {len(socks)} slow readers still connected"
+    # The page the app made for each, and not a second copy of it.
+    copies = (peak - before) / (len(socks) * HUGE)
+    assert copies < 1.5, f"RSS {before >> 20} -> {peak >> 20} MiB: {copies:.1f} pages a reader"
     assert not prober.result.failures, prober.result.failures[:5]
     after = settles(server, before)
     assert after - before < SETTLED_MARGIN, f"RSS {before >> 20} -> {after >> 20} MiB"

@@ -52,6 +52,11 @@ class _Complete:
     """The response is fully written."""
 
 
+# Bodies up to this size go out joined to their head (one small copy, one
+# write); larger ones beside it.
+_JOIN_UP_TO = 64 * 1024
+
+
 class RequestCycle:
     """The exchange of one request: body in, response out."""
 
@@ -272,9 +277,15 @@ class RequestCycle:
             head = self._head(-1 if more or self.trailers else len(body))
             self.response = _Streaming
             if body and self._length > 0:
-                # The usual response: head and whole body in one write.
+                # The usual response: head and whole body in one write. A large
+                # body is not copied behind its head: what the socket does not
+                # take at once stays the app's own object, not a second copy
+                # per slow reader.
                 self._count(len(body))
-                write(head + body)
+                if len(body) <= _JOIN_UP_TO:
+                    write(head + body)
+                else:
+                    self.proto.transport.writelines((head, body))
                 body = b""
             else:
                 write(head)

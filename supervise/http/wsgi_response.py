@@ -26,6 +26,11 @@ if TYPE_CHECKING:
 _LAST_CHUNK = b"0\r\n\r\n"
 
 
+# Bodies up to this size go out joined to their head (one small copy, one
+# send); larger ones after it.
+_JOIN_UP_TO = 64 * 1024
+
+
 class FileWrapper:
     """``wsgi.file_wrapper``: lets the server send a file with sendfile()."""
 
@@ -154,7 +159,11 @@ class Response:
             if 0 <= self._length < n:
                 data = data[: self._length]
                 n = self._length
-            self._conn.sendall(head + data)
+            if n <= _JOIN_UP_TO:
+                self._conn.sendall(head + data)
+            else:
+                self._conn.sendall(head)
+                self._conn.sendall(data)
         self.sent = n
 
     def _send_more(self, data: bytes) -> None:
@@ -198,7 +207,13 @@ class Response:
             if 0 <= self._length < n:
                 data = data[: self._length]
                 n = self._length
-            self._conn.send_last(head + data)
+            if n <= _JOIN_UP_TO:
+                self._conn.send_last(head + data)
+            else:
+                # Not copied behind its head: a slow reader would hold the
+                # app's body and the copy.
+                self._conn.sendall(head)
+                self._conn.send_last(data)
             if n < self._length:
                 self.keep_alive = False
         self.sent = n
