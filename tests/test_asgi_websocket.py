@@ -344,6 +344,7 @@ class FakeTransport:
         self.closing = False
         self.paused = False
         self.aborted = False
+        self.buffered = 0  # what a real transport would still hold unsent
 
     def write(self, data: bytes) -> None:
         self.written += data
@@ -363,6 +364,9 @@ class FakeTransport:
     def resume_reading(self) -> None:
         self.paused = False
 
+    def get_write_buffer_size(self) -> int:
+        return self.buffered
+
 
 def fake_session(ws_impl: str, app) -> tuple[asyncio.AbstractEventLoop, Any, FakeTransport]:
     loop = asyncio.new_event_loop()
@@ -381,6 +385,7 @@ def fake_session(ws_impl: str, app) -> tuple[asyncio.AbstractEventLoop, Any, Fak
         loop=loop,
         connections=set(),
         request_done=lambda: done.append(1),
+        send_timeout=30.0,
     )
     ctx.leave = ctx.connections.discard
     head = (

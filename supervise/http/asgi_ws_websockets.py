@@ -8,12 +8,15 @@ The library parses the handshake, frames, control frames, close codes and
 max size; what it leaves to its own I/O layers, and this module does: text
 messages are decoded here (incrementally, so invalid UTF-8 fails at the
 fragment that carries it, as Autobahn's 6.x cases want), and fragments are
-reassembled here.
+reassembled here, into one growing buffer per message (a list of parts cost
+70-150 bytes of RSS per one-byte fragment). The library checks the size of
+the message so far, fragments included, against ``--ws-max-size``.
 """
 
 from __future__ import annotations
 
 import codecs
+import io
 import logging
 import struct
 from typing import Any
@@ -66,13 +69,14 @@ class _ServerProtocol(ServerProtocol):
 
 
 class _Text:
-    """A fragmented text message in progress: its decoder and the parts so far."""
+    """A fragmented text message in progress: its decoder and the text so far
+    (a StringIO that is only written to keeps one growing buffer)."""
 
-    __slots__ = ("decoder", "parts")
+    __slots__ = ("decoder", "text")
 
     def __init__(self) -> None:
         self.decoder = _Utf8Decoder()
-        self.parts: list[str] = []
+        self.text = io.StringIO()
 
 
 class WebsocketsProtocol(WebSocketProtocol):
@@ -83,7 +87,7 @@ class WebsocketsProtocol(WebSocketProtocol):
         self._ws = ws = _ServerProtocol(
             extensions=extensions, max_size=self.max_size, logger=_logger
         )
-        # The fragmented message being received: None, a _Text, or a list of bytes parts.
+        # The fragmented message being received: None, a _Text, or a bytearray.
         self._partial: Any = None
         ws.receive_data(head)
         events = ws.events_received()
@@ -108,10 +112,11 @@ class WebsocketsProtocol(WebSocketProtocol):
             raise RuntimeError(f"Invalid websocket.accept headers: {exc}") from None
         return b"".join(ws.data_to_send())
 
-    def _feed(self, data: bytes) -> None:
+    def _feed(self, data: bytes) -> int:
         ws = self._ws
         ws.receive_data(data)
-        for frame in ws.events_received():
+        events = ws.events_received()
+        for frame in events:
             opcode = frame.opcode
             if opcode is _BINARY or opcode is _TEXT or opcode is _CONT:
                 self._data_frame(opcode, frame.data, frame.fin)
@@ -121,6 +126,7 @@ class WebsocketsProtocol(WebSocketProtocol):
                 break  # failed or closed: what follows in this read is dropped
             # PING: the library queued the pong; CLOSE: handled after the flush.
         self._flush()
+        return len(events)
 
     def _data_frame(self, opcode: Opcode, data: bytes, fin: bool) -> None:
         partial = self._partial
@@ -134,17 +140,17 @@ class WebsocketsProtocol(WebSocketProtocol):
                 if fin:
                     self._message(bytes(data))
                     return
-                partial = self._partial = []
+                partial = self._partial = bytearray()
             if isinstance(partial, _Text):
-                partial.parts.append(partial.decoder.decode(data, fin))
+                partial.text.write(partial.decoder.decode(data, fin))
                 if fin:
                     self._partial = None
-                    self._message("".join(partial.parts))
+                    self._message(partial.text.getvalue())
             else:
-                partial.append(data)
+                partial += data
                 if fin:
                     self._partial = None
-                    self._message(b"".join(partial))
+                    self._message(bytes(partial))
         except UnicodeDecodeError as exc:
             if self._ws.state is State.OPEN:
                 self._ws.fail(1007, f"invalid UTF-8 at position {exc.start}")

@@ -2,11 +2,16 @@
 
 wsproto parses the handshake (with h11), frames, control frames and close
 codes, and decodes text incrementally; what it leaves to the caller, and this
-module does: the message size limit (``--ws-max-size``, close 1009), the
-reassembly of fragments into whole ASGI messages, and answering a close frame.
+module does: the message size limit (``--ws-max-size``, close 1009, counted
+over the fragments so far: bytes for a binary message, characters for a text
+one, as wsproto hands out decoded text), the reassembly of fragments into
+whole ASGI messages (one growing buffer per message, never an object per
+fragment), and answering pings and a close frame.
 """
 
 from __future__ import annotations
+
+import io
 
 from wsproto import ConnectionType, WSConnection
 from wsproto.connection import ConnectionState
@@ -35,7 +40,8 @@ class WsprotoProtocol(WebSocketProtocol):
     def _handshake(self, head: bytes) -> bytes | None:
         self._ws = ws = WSConnection(ConnectionType.SERVER)
         self._conn = None  # the frame layer, once accepted
-        self._parts: list = []  # the fragments of the message being received
+        # The fragmented message being received: None, a StringIO or a bytearray.
+        self._partial: io.StringIO | bytearray | None = None
         self._size = 0
         try:
             ws.receive_data(head)
@@ -61,34 +67,58 @@ class WsprotoProtocol(WebSocketProtocol):
         self._conn = self._ws.connection
         return data
 
-    def _feed(self, data: bytes) -> None:
+    def _feed(self, data: bytes) -> int:
         conn = self._conn
         conn.receive_data(data)
+        pings: list[bytes] = []  # the payloads owed a pong, answered in one write
+        frames = 0
         for event in conn.events():
+            frames += 1
             if isinstance(event, Message):
                 self._data_frame(event)
             elif isinstance(event, Ping):
-                self.transport.write(conn.send(event.response()))
+                pings.append(event.payload)
             elif isinstance(event, Pong):
                 self._pong()
             elif isinstance(event, CloseConnection):
+                self._answer(pings)
                 self._close_frame(event)
             if self.state is CLOSED:
-                return  # failed or closed: what follows in this read is dropped
+                return frames  # failed or closed: what follows in this read is dropped
+        self._answer(pings)
+        return frames
+
+    def _answer(self, pings: list[bytes]) -> None:
+        conn = self._conn
+        # wsproto sends pongs only while open: after our close frame pings go unanswered.
+        if pings and conn.state is _OPEN:
+            self.transport.write(b"".join([conn.send(Pong(payload=p)) for p in pings]))
+        pings.clear()
 
     def _data_frame(self, event: Message) -> None:
-        self._size += len(event.data)
+        data = event.data
+        self._size += len(data)
         if self._size > self.max_size:
             self._fail(1009, f"message over {self.max_size} bytes")
             return
-        if not event.message_finished:
-            self._parts.append(event.data)
-            return
-        parts, self._parts, self._size = self._parts, [], 0
-        if isinstance(event, TextMessage):
-            self._message("".join(parts) + event.data if parts else event.data)
-        elif isinstance(event, BytesMessage):
-            self._message(b"".join(parts) + event.data if parts else bytes(event.data))
+        partial = self._partial
+        if partial is None:
+            text = isinstance(event, TextMessage)
+            if event.message_finished:
+                self._size = 0
+                self._message(data if text else bytes(data))
+                return
+            self._partial = partial = io.StringIO() if text else bytearray()
+        if isinstance(partial, io.StringIO):
+            partial.write(data)
+        else:
+            partial += data
+        if event.message_finished:
+            self._partial, self._size = None, 0
+            if isinstance(partial, io.StringIO):
+                self._message(partial.getvalue())
+            else:
+                self._message(bytes(partial))
 
     def _close_frame(self, event: CloseConnection) -> None:
         conn = self._conn
