@@ -268,3 +268,55 @@ def test_a_stalled_handshake_is_dropped_past_header_timeout(start_server, pki, w
     finally:
         silent.close()
         partial.close()
+
+
+def sockets_of(pid: int) -> int:
+    n = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            n += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+    return n
+
+
+HANDSHAKE_CAP = 20
+
+
+@pytest.mark.parametrize(
+    "worker",
+    [
+        pytest.param(
+            p.values[0],
+            id=p.id,
+            marks=[
+                *p.marks,
+                *(
+                    [
+                        pytest.mark.xfail(
+                            strict=True,
+                            reason="the native server's accept loops take connections "
+                            "that then wait unseated (room.rs): about 2 for every 5 "
+                            "past the cap",
+                        )
+                    ]
+                    if p.values[0] in ("rsgi", "native")
+                    else []
+                ),
+            ],
+        )
+        for p in WSGI_WORKERS + worker_params("asgi") + worker_params("rsgi")
+    ],
+)
+def test_handshakes_in_progress_stay_under_worker_connections(start_server, pki, worker):
+    cap = HANDSHAKE_CAP
+    args = ("-k", worker, hostile_app(worker), "--worker-connections", str(cap))
+    server = start_tls(start_server, pki, *args)
+    (pid,) = server.workers()
+    idle = sockets_of(pid)
+    silent = [server.connect(timeout=10) for _ in range(cap * 5)]
+    try:
+        time.sleep(3)  # past the make-room grace, so seats may change hands
+        held = sockets_of(pid) - idle
+    finally:
+        for sock in silent:
+            sock.close()
+    assert held <= cap + 4, f"{held} connections held at --worker-connections {cap}"

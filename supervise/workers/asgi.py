@@ -32,7 +32,7 @@ from supervise.http.asgi_context import AsgiContext
 from supervise.http.asgi_http import HttpProtocol
 from supervise.http.asgi_lifespan import Lifespan
 from supervise.http.proxy_protocol import ProxyProtocol
-from supervise.workers.asgi_proxy import ProxyAcceptor, handshake_options
+from supervise.workers.asgi_proxy import ProxyAcceptor
 from supervise.workers.base import APP_LOAD_ERROR, WORKER_BOOT_ERROR
 from supervise.workers.evloop import SHUTDOWN_SHARE, LoopWorker, cancel_remaining
 
@@ -101,7 +101,7 @@ class AsgiWorker(LoopWorker):
 
         self.acceptor = None
         proxy = ProxyProtocol.from_config(self.cfg)
-        if proxy is not None:
+        if proxy is not None or self.ssl_context is not None:
             self.acceptor = ProxyAcceptor(
                 loop=self.loop,
                 proxy=proxy,
@@ -109,6 +109,7 @@ class AsgiWorker(LoopWorker):
                 ssl=self.ssl_context,
                 header_timeout=self.ctx.header_timeout,
                 log=self.log,
+                limit=self.ctx.max_connections,
             )
             for listener in self.listeners:
                 self.acceptor.start(listener.sock)
@@ -117,7 +118,6 @@ class AsgiWorker(LoopWorker):
         for listener in self.listeners:
             sock = listener.sock
             options: dict[str, Any] = {"sock": sock, "backlog": self.cfg.backlog}
-            options.update(handshake_options(self.ssl_context, self.ctx.header_timeout))
             if sock.family == socket.AF_UNIX:
                 server = await self.loop.create_unix_server(factory, **options)
             else:

@@ -1,7 +1,12 @@
-"""The asgi worker's accepting under ``--proxy-protocol``.
+"""The asgi worker's accepting under ``--proxy-protocol`` or TLS.
 
-With the setting off the worker hands its listeners to ``loop.create_server``
-and nothing here runs. With it on, the worker accepts itself, so that a peer
+Plain HTTP without the setting: the worker hands its listeners to
+``loop.create_server`` and nothing here runs. With TLS, the worker accepts
+itself so that handshakes in progress stay under ``worker_connections``:
+``create_server`` runs every handshake before the worker sees the
+connection, and 1,900 stalled ones were held at a cap of 1,000. At the
+limit the listeners are unwatched, and newcomers wait in the backlog until a
+handshake ends (the tick looks again). With the PROXY protocol on, a peer
 that owes a PROXY header (http/proxy_protocol.py) is read while its socket is
 still plain and ours: the header is consumed exactly, and only then does
 ``loop.connect_accepted_socket`` give the socket to asyncio, TLS included,
@@ -101,14 +106,18 @@ class ProxyAcceptor:
         self,
         *,
         loop: asyncio.AbstractEventLoop,
-        proxy: ProxyProtocol,
+        proxy: ProxyProtocol | None,
         factory: Callable[[Any], asyncio.Protocol],
         ssl: Any,
         header_timeout: float,
         log: Any,
+        limit: int,
     ) -> None:
         self.loop = loop
         self.proxy = proxy
+        # Connections on their way (a header or a handshake) at once, at most.
+        self.limit = limit or float("inf")
+        self.paused = False
         self.factory = factory  # peer (None: the socket's own) -> protocol
         self.ssl = ssl
         self.header_timeout = header_timeout
@@ -141,9 +150,24 @@ class ProxyAcceptor:
         for pending in list(self.pending):
             if pending.deadline < now:
                 pending.expire()
+        if self.paused and self._has_room():
+            self.paused = False
+            for sock in self.listeners:
+                self.loop.add_reader(sock.fileno(), self._accept, sock)
+
+    def _has_room(self) -> bool:
+        return len(self.pending) + len(self.tasks) < self.limit
+
+    def _pause(self) -> None:
+        self.paused = True
+        for sock in self.listeners:
+            self.loop.remove_reader(sock.fileno())
 
     def _accept(self, listener: socket.socket) -> None:
         for _ in range(_ACCEPT_BATCH):
+            if not self._has_room():
+                self._pause()
+                return
             try:
                 sock, addr = listener.accept()
             except (BlockingIOError, InterruptedError):
@@ -158,7 +182,7 @@ class ProxyAcceptor:
                 self.loop.call_later(_ACCEPT_PAUSE, self._resume, listener)
                 return
             sock.setblocking(False)
-            if not self.proxy.expects(addr):
+            if self.proxy is None or not self.proxy.expects(addr):
                 self.hand_over(sock, None)
                 continue
             pending = _Pending(self, sock, addr)
@@ -166,7 +190,7 @@ class ProxyAcceptor:
             pending.step()  # the header often came with the connection
 
     def _resume(self, listener: socket.socket) -> None:
-        if listener in self.listeners:  # not closed meanwhile (a stop)
+        if listener in self.listeners and not self.paused:  # not closed meanwhile (a stop)
             self.loop.add_reader(listener.fileno(), self._accept, listener)
 
     def hand_over(self, sock: socket.socket, peer: Any) -> None:
