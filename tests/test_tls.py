@@ -281,31 +281,7 @@ def sockets_of(pid: int) -> int:
 HANDSHAKE_CAP = 20
 
 
-@pytest.mark.parametrize(
-    "worker",
-    [
-        pytest.param(
-            p.values[0],
-            id=p.id,
-            marks=[
-                *p.marks,
-                *(
-                    [
-                        pytest.mark.xfail(
-                            strict=True,
-                            reason="the native server's accept loops take connections "
-                            "that then wait unseated (room.rs): about 2 for every 5 "
-                            "past the cap",
-                        )
-                    ]
-                    if p.values[0] in ("rsgi", "native")
-                    else []
-                ),
-            ],
-        )
-        for p in WSGI_WORKERS + worker_params("asgi") + worker_params("rsgi")
-    ],
-)
+@pytest.mark.parametrize("worker", WSGI_WORKERS + worker_params("asgi") + worker_params("rsgi"))
 def test_handshakes_in_progress_stay_under_worker_connections(start_server, pki, worker):
     cap = HANDSHAKE_CAP
     args = ("-k", worker, hostile_app(worker), "--worker-connections", str(cap))

@@ -131,6 +131,14 @@ fn accept_loop<A: Accept>(listener: A, shared: Arc<Shared>, stop: watch::Receive
                     Ok(accepted) => {
                         let open = shared.counters.connection();
                         tokio::spawn(run(accepted, shared.clone(), stop.clone(), open));
+                        if shared.room.is_some() {
+                            // Its task takes its seat at its first poll: let it,
+                            // before the room is looked at again. Otherwise a
+                            // backlog full of connections was all accepted on
+                            // the one vacancy, and waited unseated (held past
+                            // --worker-connections).
+                            tokio::task::yield_now().await;
+                        }
                     }
                     Err(e) => pause(&e).await,
                 },
