@@ -24,7 +24,14 @@ from pathlib import Path
 FUZZ_DIR = Path(__file__).resolve().parent
 REPO = FUZZ_DIR.parent.parent
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "supervise"
-TARGETS = ("request_head", "chunked", "connection_h1", "connection_h2", "proxy_header")
+TARGETS = (
+    "request_head",
+    "chunked",
+    "connection_h1",
+    "connection_h2",
+    "proxy_header",
+    "differential_h1",
+)
 # Raw HTTP/1.1 requests of the shared corpora: what the HTTP/1.1 targets start from.
 SHARED_HTTP1 = REPO.parent / "shared" / "conformance" / "http1"
 SMOKE_SECONDS = 15
@@ -44,7 +51,7 @@ def corpus_for(target: str) -> Path:
     """The growing corpus, topped up with the shared raw requests."""
     corpus = CACHE / "fuzz-corpus" / target
     corpus.mkdir(parents=True, exist_ok=True)
-    if target in ("request_head", "connection_h1") and SHARED_HTTP1.is_dir():
+    if target in ("request_head", "connection_h1", "differential_h1") and SHARED_HTTP1.is_dir():
         # The connection target reads its first byte as the write size.
         prefix = b"\x09" if target == "connection_h1" else b""
         for raw in SHARED_HTTP1.glob("*/*.raw"):
