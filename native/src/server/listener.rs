@@ -130,15 +130,13 @@ fn accept_loop<A: Accept>(listener: A, shared: Arc<Shared>, stop: watch::Receive
                 accepted = next => match accepted {
                     Ok(accepted) => {
                         let open = shared.counters.connection();
-                        tokio::spawn(run(accepted, shared.clone(), stop.clone(), open));
-                        if shared.room.is_some() {
-                            // Its task takes its seat at its first poll: let it,
-                            // before the room is looked at again. Otherwise a
-                            // backlog full of connections was all accepted on
-                            // the one vacancy, and waited unseated (held past
-                            // --worker-connections).
-                            tokio::task::yield_now().await;
-                        }
+                        // Seated here, before the room is looked at again: a
+                        // seat taken later, by the connection's task, let a
+                        // backlog of connections all be accepted on one
+                        // vacancy and wait unseated (held past
+                        // --worker-connections).
+                        let first = shared.room.as_ref().map(|room| room.admit());
+                        tokio::spawn(run(accepted, shared.clone(), stop.clone(), open, first));
                     }
                     Err(e) => pause(&e).await,
                 },
@@ -163,6 +161,7 @@ async fn run<S>(
     shared: Arc<Shared>,
     stop: watch::Receiver<bool>,
     open: Held,
+    first: Option<Admission>,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + SendFile + Unpin + Send + 'static,
 {
@@ -171,7 +170,11 @@ async fn run<S>(
         drop(open);
         return;
     };
-    match seat(&room, stop.clone()).await {
+    let seated = match first {
+        Some(Admission::Seated(ticket)) => Some(ticket),
+        _ => seat(&room, stop.clone()).await,
+    };
+    match seated {
         // Stopping before a seat came: served anyway, it was accepted.
         None => serve(accepted, shared, stop).await,
         Some(ticket) => {
