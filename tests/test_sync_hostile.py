@@ -17,14 +17,13 @@ import http.client
 import shutil
 import socket
 import ssl
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from conftest import wait_until
-from hostile import PROBE_BOUND, Probes
+from hostile import PROBE_BOUND, Prober
 from test_proxy_protocol import v1
 from test_tls import client_context
 from test_tls import pki as tls_pki  # noqa: F401 - the fixture, as `tls_pki`
@@ -133,41 +132,6 @@ def _sending(data: bytes) -> Callable[[socket.socket], socket.socket]:
     return send
 
 
-class Prober:
-    """A normal client asking every PROBE_INTERVAL seconds, in a thread, until
-    stopped; tests/hostile.py's, for any way of asking."""
-
-    def __init__(self, ask: Callable[[], tuple[int, bytes]]) -> None:
-        self.ask = ask
-        self.result = Probes()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> Prober:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(PROBE_BOUND + 5)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            started = time.monotonic()
-            try:
-                answer = self.ask()
-                took = time.monotonic() - started
-                if answer == (200, b"ok") and took <= PROBE_BOUND:
-                    self.result.ok += 1
-                else:
-                    self.result.failures.append(f"{answer!r} after {took:.1f}s")
-            except (OSError, http.client.HTTPException) as exc:
-                took = time.monotonic() - started
-                self.result.failures.append(f"{type(exc).__name__}: {exc} after {took:.1f}s")
-            self.result.worst = max(self.result.worst, took)
-            self._stop.wait(max(0.0, PROBE_INTERVAL - (time.monotonic() - started)))
-
-
 def closed_after(sock: socket.socket) -> bytes:
     """What the server wrote until it closed the connection."""
     chunks = []
@@ -194,7 +158,7 @@ def test_stalled_connections_do_not_hold_the_worker(start_server, tls_pki, name,
     server = setup.start(start_server, *args)
     stalled = setup.stalled(server)
     try:
-        with Prober(lambda: setup.ask(server)) as prober:
+        with Prober(interval=PROBE_INTERVAL, ask=lambda: setup.ask(server)) as prober:
             time.sleep(PROBE_SECONDS)
         probes = prober.result
         assert probes.total >= PROBE_SECONDS / PROBE_INTERVAL / 2, "the probe client hardly ran"
@@ -220,7 +184,7 @@ def test_stalled_connections_are_closed_after_header_timeout(
     stalled = setup.stalled(server)
     # All of them time out at once, while a normal client keeps asking.
     try:
-        with Prober(lambda: setup.ask(server)) as prober:
+        with Prober(interval=PROBE_INTERVAL, ask=lambda: setup.ask(server)) as prober:
             for kind, socks in stalled.items():
                 for sock in socks:
                     sock.settimeout(15)

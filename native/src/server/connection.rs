@@ -23,7 +23,7 @@ use super::send_file::SendFile;
 use super::service;
 use super::sniff::{sniff, Prefixed};
 use super::strict_io::StrictIo;
-use super::write_stall::WriteStall;
+use super::write_stall::StallIo;
 
 /// On a graceful stop, how long a kept-alive connection must be quiet before
 /// it is closed (IDLE_GRACE_ON_STOP of the Python workers).
@@ -148,9 +148,8 @@ pub async fn serve<T>(
 {
     let conn = Arc::new(conn);
     let mut stream = Counted {
-        inner: stream,
+        inner: StallIo::new(stream, shared.config.send_timeout),
         conn: conn.clone(),
-        stall: WriteStall::new(shared.config.send_timeout),
     };
     let (h2, prefix) = match proto {
         Proto::H1 => (false, Bytes::new()),
@@ -365,23 +364,12 @@ async fn sleep_or_never(tick: Option<std::time::Duration>) {
     }
 }
 
-/// Counts bytes read, which is all the watchdog needs to see
-/// activity, and fails a write that waits past `--send-timeout`
-/// (write_stall.rs): every protocol on the connection writes through here.
+/// Counts bytes read, which is all the watchdog needs to see activity.
+/// Every protocol on the connection writes through here, and so through
+/// `StallIo`, which fails a write that waits past `--send-timeout`.
 struct Counted<T> {
-    inner: T,
+    inner: StallIo<T>,
     conn: Arc<ConnInfo>,
-    stall: WriteStall,
-}
-
-impl<T> Counted<T> {
-    fn wrote(
-        &mut self,
-        cx: &mut Context<'_>,
-        res: Poll<io::Result<usize>>,
-    ) -> Poll<io::Result<usize>> {
-        self.stall.watch(cx, res)
-    }
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for Counted<T> {
@@ -402,66 +390,13 @@ impl<T: AsyncRead + Unpin> AsyncRead for Counted<T> {
 }
 
 impl<T: SendFile + Unpin> SendFile for Counted<T> {
-    fn sends_files(&self) -> bool {
-        self.inner.sends_files()
-    }
-
-    fn poll_send_file(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        file: std::os::fd::BorrowedFd<'_>,
-        len: usize,
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let res = Pin::new(&mut this.inner).poll_send_file(cx, file, len);
-        this.wrote(cx, res)
-    }
-
-    fn poll_send_more(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let res = Pin::new(&mut this.inner).poll_send_more(cx, buf);
-        this.wrote(cx, res)
-    }
+    send_file_through!();
 }
 
 impl<T: AsyncWrite + Unpin> AsyncWrite for Counted<T> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let res = Pin::new(&mut this.inner).poll_write(cx, buf);
-        this.wrote(cx, res)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let res = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        this.wrote(cx, res)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let res = Pin::new(&mut this.inner).poll_flush(cx);
-        this.stall.watch(cx, res)
-    }
+    write_through!();
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let res = Pin::new(&mut this.inner).poll_shutdown(cx);
-        this.stall.watch(cx, res)
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
     }
 }

@@ -19,6 +19,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use super::send_file::SendFile;
 use tokio::time::{Instant, Sleep};
 
 /// The stall clock of one stream.
@@ -79,8 +81,9 @@ impl WriteStall {
     }
 }
 
-/// A stream whose writes answer to a `WriteStall`: an HTTP/2 stream carrying
-/// a WebSocket session, which `Counted` (connection.rs) does not see wait.
+/// A stream whose writes (and file sends) answer to a `WriteStall`: under
+/// every connection (connection.rs's `Counted`), and around an HTTP/2 stream
+/// carrying a WebSocket session, whose waits the connection does not see.
 pub struct StallIo<T> {
     inner: T,
     stall: WriteStall,
@@ -137,7 +140,36 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for StallIo<T> {
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+        let this = self.get_mut();
+        let res = Pin::new(&mut this.inner).poll_shutdown(cx);
+        this.stall.watch(cx, res)
+    }
+}
+
+impl<T: SendFile + Unpin> SendFile for StallIo<T> {
+    fn sends_files(&self) -> bool {
+        self.inner.sends_files()
+    }
+
+    fn poll_send_file(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        file: std::os::fd::BorrowedFd<'_>,
+        len: usize,
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let res = Pin::new(&mut this.inner).poll_send_file(cx, file, len);
+        this.stall.watch(cx, res)
+    }
+
+    fn poll_send_more(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let res = Pin::new(&mut this.inner).poll_send_more(cx, buf);
+        this.stall.watch(cx, res)
     }
 }
 
