@@ -48,6 +48,28 @@ def _default_context(cfg: Any) -> ssl.SSLContext:
     return context
 
 
+# handshake_step's answers while the handshake waits on the socket.
+WANTS_READ = "read"
+WANTS_WRITE = "write"
+
+
+def handshake_step(sock: Any, log: Any, peer: Any) -> str | bool:
+    """One non-blocking step of a server-side TLS handshake (the workers that
+    poll: gthread, sync): True once done, WANTS_READ or WANTS_WRITE while it
+    waits, False when it failed (logged at debug; the caller closes)."""
+    try:
+        sock.do_handshake()
+    except ssl.SSLWantReadError:
+        return WANTS_READ
+    except ssl.SSLWantWriteError:
+        return WANTS_WRITE
+    except (OSError, ValueError) as exc:
+        # Port scanners, plain HTTP on the TLS port, expired client certs...
+        log.debug("TLS handshake with %s failed: %s", peer, exc)
+        return False
+    return True
+
+
 def create_ssl_context(cfg: Any) -> ssl.SSLContext:
     """The context the workers wrap accepted sockets with."""
     context = cfg.ssl_context(cfg, lambda: _default_context(cfg))

@@ -44,6 +44,7 @@ from supervise.http.connection import HEAD_RECV_SIZE, Connection
 from supervise.http.errors import ClientError, error_response
 from supervise.http.proxy_protocol import HeaderReader, ProxyRejected, log_rejected
 from supervise.http.wsgi import WSGIHandler
+from supervise.tls import WANTS_WRITE, handshake_step
 from supervise.workers.accepting import SocketWorker
 from supervise.workers.base import IDLE_GRACE_ON_STOP
 from supervise.workers.gthread_pollers import POLL_BATCH, _Epoll, _Poll
@@ -460,22 +461,15 @@ class ThreadWorker(SocketWorker):
 
     def _handshake(self, client: _Client) -> bool:
         """Advance a TLS handshake without blocking; True once it is done."""
-        sock: Any = client.conn.sock
-        try:
-            sock.do_handshake()
-        except ssl.SSLWantReadError:
-            self._park(client, False)
-            return False
-        except ssl.SSLWantWriteError:
-            self._park(client, True)
-            return False
-        except (OSError, ValueError) as exc:
-            # Port scanners, plain HTTP on the TLS port, expired client certs...
-            self.log.debug("TLS handshake with %s failed: %s", client.conn.environ, exc)
+        step = handshake_step(client.conn.sock, self.log, client.conn.environ)
+        if step is True:
+            client.handshaking = False
+            return True
+        if step:
+            self._park(client, step == WANTS_WRITE)
+        else:
             self._close(client)
-            return False
-        client.handshaking = False
-        return True
+        return False
 
     def _head(self, buf: bytes) -> Any:
         """The parser's (request, head length) once ``buf`` holds a whole head,

@@ -54,6 +54,7 @@ from supervise.http.proxy_protocol import (
     log_rejected,
 )
 from supervise.http.state import IDLE_GRACE_ON_STOP, MAKE_ROOM_GRACE
+from supervise.tls import WANTS_WRITE, handshake_step
 
 # _advance's answer once the PROXY header or the handshake is done: go on.
 _DONE = object()
@@ -378,24 +379,14 @@ class PendingHeads:
         return _DONE
 
     def _handshake(self, entry: _Arriving) -> Any:
-        sock: Any = entry.conn.sock
-        try:
-            sock.do_handshake()
-        except ssl.SSLWantReadError:
-            entry.write = False
-            return HEAD_PENDING
-        except ssl.SSLWantWriteError:
-            entry.write = True
-            return HEAD_PENDING
-        except (OSError, ValueError) as exc:
-            # Port scanners, plain HTTP on the TLS port, expired client certs...
-            self._log.debug(
-                "TLS handshake with %s failed: %s", entry.conn.environ.get("REMOTE_ADDR"), exc
-            )
+        step = handshake_step(entry.conn.sock, self._log, entry.conn.environ.get("REMOTE_ADDR"))
+        if step is False:
             return None
-        entry.handshaking = False
-        entry.write = False
-        return _DONE
+        entry.write = step == WANTS_WRITE
+        if step is True:
+            entry.handshaking = False
+            return _DONE
+        return HEAD_PENDING
 
     def _read(self, conn: Connection) -> Any:
         """gather_head's answer; None when the connection is done with (answered
