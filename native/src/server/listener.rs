@@ -136,7 +136,17 @@ fn accept_loop<A: Accept>(listener: A, shared: Arc<Shared>, stop: watch::Receive
                         // vacancy and wait unseated (held past
                         // --worker-connections).
                         let first = shared.room.as_ref().map(|room| room.admit());
+                        let displaced =
+                            matches!(&first, Some(Admission::Seated(t)) if t.displaced);
                         tokio::spawn(run(accepted, shared.clone(), stop.clone(), open, first));
+                        if displaced {
+                            // The connection whose seat this took closes its
+                            // socket when its task runs: let it, before the
+                            // next accept. Accepting on, a backlog took every
+                            // seat that had waited GRACE at once and held up
+                            // to twice --worker-connections sockets a moment.
+                            tokio::task::yield_now().await;
+                        }
                     }
                     Err(e) => pause(&e).await,
                 },

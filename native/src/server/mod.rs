@@ -42,6 +42,7 @@ pub use exchange::{
 pub use fin_watch::client_fin;
 pub use reply_batch::{batch_on_this_thread, flush as flush_replies, new_round, stop_batching};
 pub use runtime::{Server, Shared};
+pub use sched::make_way;
 pub use send_file::SendFile;
 pub use tls::{load as load_tls, ClientAuth, TlsFiles};
 pub use websocket::{WsAccept, WsAnswer, WsConfig, WsExchange};

@@ -89,6 +89,8 @@ pub enum Admission {
 pub struct Ticket {
     room: Arc<Room>,
     pub seat: Arc<Seat>,
+    /// The seat was another connection's, which ends when its task runs next.
+    pub displaced: bool,
 }
 
 /// When a newcomer can be seated.
@@ -122,7 +124,8 @@ impl Room {
             base: self.base,
         });
         let mut seats = self.seats.lock().unwrap_or_else(|e| e.into_inner());
-        if seats.len() >= self.max && !evict_one(&mut seats, self.ms(Instant::now())) {
+        let displaced = seats.len() >= self.max;
+        if displaced && !evict_one(&mut seats, self.ms(Instant::now())) {
             return Admission::Full;
         }
         seat.index.store(seats.len(), Ordering::Relaxed);
@@ -130,6 +133,7 @@ impl Room {
         Admission::Seated(Ticket {
             room: self.clone(),
             seat,
+            displaced,
         })
     }
 

@@ -32,3 +32,21 @@ pub fn prefer_batches() {
         }
     }
 }
+
+/// Goes to the back of this thread's run queue once, where another thread
+/// of a work-stealing runtime may take the task. `tokio::task::yield_now`
+/// instead parks the caller in a list that is woken only when its thread
+/// has nothing else to run, so a WSGI app that holds the thread meanwhile
+/// holds the caller too. A task that wakes itself is requeued at the back
+/// of the queue (not in the thread's LIFO slot, which nobody steals).
+pub fn make_way() -> impl std::future::Future<Output = ()> {
+    let mut queued = false;
+    std::future::poll_fn(move |cx| {
+        if queued {
+            return std::task::Poll::Ready(());
+        }
+        queued = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    })
+}

@@ -37,6 +37,8 @@ pub(super) struct Conn {
     /// The environ keys of this connection (`Engine::connection_environ`),
     /// made at its first request.
     environ: Option<Py<PyDict>>,
+    /// On the work-stealing runtime (`--threads` > 1): see `after_this_turn`.
+    shares_threads: bool,
 }
 
 pub(super) async fn serve(
@@ -49,6 +51,8 @@ pub(super) async fn serve(
     let mut c = Conn {
         wire: Wire::new(io, &conn, stop),
         environ: None,
+        shares_threads: tokio::runtime::Handle::current().runtime_flavor()
+            == tokio::runtime::RuntimeFlavor::MultiThread,
     };
     let cfg = &shared.config;
     let linger = loop {
@@ -163,8 +167,19 @@ impl Conn {
 /// across cores cost this thread 1-2 µs of `sock_def_readable` per request
 /// (perf, wrk -c128 on get-4b: 1.28x the requests with the wait). With one
 /// connection open nothing can join, and the wait would only cost a turn.
-async fn after_this_turn(shared: &Shared) {
-    if shared.counters.open() > 1 {
+///
+/// On the work-stealing runtime (`--threads` > 1) an app call holds its
+/// thread, and `yield_now` waits until this thread has nothing else to run:
+/// a quick response waited out a slow app called after it on the same
+/// thread. There the response goes to the back of the run queue instead,
+/// where an idle thread takes it (`make_way`).
+async fn after_this_turn(shared: &Shared, shares_threads: bool) {
+    if shared.counters.open() <= 1 {
+        return;
+    }
+    if shares_threads {
+        crate::server::make_way().await;
+    } else {
         tokio::task::yield_now().await;
     }
 }
@@ -260,13 +275,13 @@ async fn write_answer(engine: &Arc<Engine>, c: &mut Conn, answer: Answer, shared
     let kept = match produced {
         Produced::Whole(body) => {
             let n = framed.body_bytes(body.len());
-            after_this_turn(shared).await;
+            after_this_turn(shared, c.shares_threads).await;
             let ok = c.wire.write([&framed.bytes, &body[..n]]).await.is_ok();
             ok && framed.keep_alive && framed.complete(n as u64)
         }
         Produced::File(file, len) => {
             let call = call.expect("a file answer has a call");
-            after_this_turn(shared).await;
+            after_this_turn(shared, c.shares_threads).await;
             let sending = send_file(&mut c.wire, &framed, file, len, engine.sendfile);
             let sent = Box::pin(sending).await;
             let ok = sent.is_ok();
