@@ -2,13 +2,15 @@
 //! `h1` is plain Rust; `py` exposes it to the Python workers.
 
 mod asgi;
+mod bridge;
 mod coarse_clock;
 pub mod h1;
 mod heap;
+mod native_server;
 pub mod proxy;
 pub(crate) mod py;
 mod relay;
-pub(crate) mod rsgi;
+mod rsgi;
 pub mod server;
 mod wsgi;
 mod x509_name;
@@ -36,7 +38,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(heap::keep_freed_heap, m)?)?;
     m.add_function(wrap_pyfunction!(heap::give_back_freed_heap, m)?)?;
     py::register(m)?;
+    bridge::register(m)?;
     rsgi::register(m)?;
+    native_server::register(m)?;
     asgi::register(m)?;
     wsgi::register(m)
 }

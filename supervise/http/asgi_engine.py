@@ -2,7 +2,7 @@
 ends: the log line of an app that raised or left its response unanswered
 (the engine already sent the 500 or cut the connection), worded as the asgi
 worker words it, and the access log and metrics. The engine runs the app
-itself (``_native.AppRun``: native/src/rsgi/app_run.rs) and calls these only
+itself (``_native.AppRun``: native/src/bridge/app_run.rs) and calls these only
 when there is something to log or record."""
 
 from __future__ import annotations
@@ -10,10 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from supervise._native import Finish
 from supervise.logs import Logger
-
-# How _native.HttpCycle.finish() saw the request end (Finish in cycle.rs).
-_ANSWERED, _NOT_STARTED, _ERROR_BEFORE, _CUT_OFF, _INCOMPLETE, _CLIENT_GONE = range(6)
 
 # The extensions the engine implements; the scope of every request has them
 # (and http.response.early_hint where the connection can write a 103: HTTP/1.1
@@ -29,23 +27,23 @@ def request_line(scope: dict[str, Any]) -> str:
     return f"{scope['method']} {target} HTTP/{scope['http_version']}"
 
 
-def make_log_outcome(*, log: Logger) -> Callable[[int, dict[str, Any], Any], None]:
+def make_log_outcome(*, log: Logger) -> Callable[[Finish, dict[str, Any], Any], None]:
     """``log_outcome(finish, scope, exc)``: the line for a request whose app
     raised ``exc`` or (``exc`` None) returned without finishing its response.
     A cancellation (the worker stopping) is no error of the app's."""
 
-    def log_outcome(finish: int, scope: dict[str, Any], exc: BaseException | None) -> None:
+    def log_outcome(finish: Finish, scope: dict[str, Any], exc: BaseException | None) -> None:
         line = request_line(scope)
         if exc is not None and not isinstance(exc, Exception):
             return
         if exc is not None:
-            if finish == _CLIENT_GONE and isinstance(exc, OSError):
+            if finish == Finish.CLIENT_GONE and isinstance(exc, OSError):
                 log.debug("Client gone during %s", line)
             else:
                 log.exception("Error handling request %s", line, exc_info=exc)
-        elif finish == _NOT_STARTED:
+        elif finish == Finish.NO_RESPONSE:
             log.error("ASGI app returned without starting a response to %s", line)
-        elif finish == _INCOMPLETE:
+        elif finish == Finish.INCOMPLETE:
             log.error("ASGI app returned without completing its response to %s", line)
 
     return log_outcome

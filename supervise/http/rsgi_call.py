@@ -2,7 +2,7 @@
 log line of an app that raised or returned without answering (the engine
 already sent the 500, cut the connection, refused the upgrade or closed with
 1011), and the access log and metrics. The engine runs the app itself
-(``_native.AppRun``: native/src/rsgi/app_run.rs) and calls these only when
+(``_native.AppRun``: native/src/bridge/app_run.rs) and calls these only when
 there is something to log or record."""
 
 from __future__ import annotations
@@ -10,12 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from supervise._native import Finish
 from supervise.logs import Logger
 from supervise.rsgi import RSGIProtocolClosed
-
-# How the protocol object's finish() saw the exchange end (Finish in
-# native/src/rsgi/protocol.rs).
-_ANSWERED, _NO_RESPONSE, _ERROR_BEFORE, _CUT_OFF, _SERVER_ANSWERED = range(5)
 
 
 def app_callable(app: Any) -> Callable[[Any, Any], Any]:
@@ -29,24 +26,24 @@ def request_line(scope: Any) -> str:
     return f"{scope.method} {target} HTTP/{scope.http_version}"
 
 
-def make_log_outcome(*, log: Logger) -> Callable[[int, Any, BaseException | None], None]:
+def make_log_outcome(*, log: Logger) -> Callable[[Finish, Any, BaseException | None], None]:
     """``log_outcome(finish, scope, exc)``: the line for an exchange whose app
     raised ``exc`` (a cancellation too) or returned without answering."""
 
-    def log_outcome(finish: int, scope: Any, exc: BaseException | None) -> None:
+    def log_outcome(finish: Finish, scope: Any, exc: BaseException | None) -> None:
         if isinstance(exc, RSGIProtocolClosed):
             # The client left (or sent a broken body, answered 400 already):
             # not the app's fault, no traceback.
-            if finish == _CUT_OFF:
+            if finish == Finish.CUT_OFF:
                 log.debug("Client gone during %s", request_line(scope))
-        elif finish == _NO_RESPONSE:
+        elif finish == Finish.NO_RESPONSE:
             log.error("Application returned without a response: %s", request_line(scope))
-        elif finish == _ERROR_BEFORE:
+        elif finish == Finish.ERROR_BEFORE_RESPONSE:
             log.exception("Error handling request %s", request_line(scope), exc_info=exc)
-        elif finish == _CUT_OFF:
+        elif finish == Finish.CUT_OFF:
             what = "WebSocket closed with 1011" if scope.proto == "ws" else "response cut off"
             log.exception("Error handling request %s (%s)", request_line(scope), what, exc_info=exc)
-        elif finish == _SERVER_ANSWERED:
+        elif finish == Finish.SERVER_ANSWERED:
             # The server refused the request's body (400, 413) and said so;
             # the app's read of it raised, as it must.
             log.debug("Request body refused during %s: %s", request_line(scope), exc)

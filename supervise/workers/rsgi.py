@@ -3,7 +3,7 @@
 The network side is Rust (native/src/server: tokio + hyper 1) on the
 listeners this worker inherited; only the app runs in Python, on an asyncio
 loop (``--loop``) on the worker's main thread. Requests reach the loop
-through one queue and a wake-up socket the loop watches (native/src/rsgi,
+through one queue and a wake-up socket the loop watches (native/src/bridge,
 "The bridge" in docs/internals.md).
 
 Everything with threads is created here, after fork: the loop in

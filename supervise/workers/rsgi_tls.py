@@ -42,7 +42,7 @@ def native_tls(cfg: Any) -> Any:
     reason = refusal(cfg)
     if reason:
         raise ValueError(reason)
-    return _native.RsgiTls(
+    return _native.NativeTls(
         certfile=cfg.certfile,
         keyfile=cfg.keyfile,
         password=cfg.keyfile_password,

@@ -8,16 +8,14 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict};
 
+use crate::bridge::{AppCalls, HyperHead, Proxied};
 use crate::py::asgi_scope;
-use crate::rsgi::app_run::AppCalls;
-use crate::rsgi::forwarded::Proxied;
 use crate::server::{ConnInfo, TlsInfo};
-use crate::wsgi::HyperHead;
 
 #[pyclass(module = "supervise._native", frozen)]
 pub struct AsgiApp {
     /// The app and the worker's callables for how a request ended
-    /// (`AppRun`, native/src/rsgi/app_run.rs).
+    /// (`AppRun`, native/src/bridge/app_run.rs).
     pub(crate) calls: Py<AppCalls>,
     /// `ws_handler(scope, protocol)`: the same for a WebSocket handshake,
     /// over the RSGI WebSocket protocol object (`http/asgi_engine_ws.py`).

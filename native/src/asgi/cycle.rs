@@ -21,11 +21,11 @@ use pyo3::types::PyType;
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, oneshot};
 
-use super::messages::{self, Sent};
-use crate::rsgi::body::{server_error, BodyStream};
-use crate::rsgi::bridge::{Event, Outcome};
-use crate::rsgi::server::LoopCtx;
-use crate::server::{ConnInfo, Exchange, ExchangeBody, Reply, ReplySlot, Tracker};
+use super::messages::{self, disconnect_message, request_message, Sent};
+use crate::bridge::{done, Event, Finish, LoopCtx, Outcome};
+use crate::server::{
+    BodyRead, BodyStream, ConnInfo, Exchange, ExchangeBody, Reply, ReplySlot, Tracker,
+};
 
 /// Body bytes already received that one `http.request` message carries at
 /// most (the asgi worker's high-water mark).
@@ -75,19 +75,6 @@ fn after_body(trailers: Option<oneshot::Sender<HeaderMap>>, announced: bool) -> 
     } else {
         Outbound::Complete
     }
-}
-
-/// How the exchange ended, for the worker's log line (`AppRun` passes it
-/// to `log_outcome`, numbered as `http/asgi_engine.py` reads it).
-#[derive(Clone, Copy)]
-#[repr(u8)]
-enum Finish {
-    Answered = 0,
-    NotStarted = 1,
-    ErrorBeforeResponse = 2,
-    CutOff = 3,
-    Incomplete = 4,
-    ClientGone = 5,
 }
 
 #[pyclass(module = "supervise._native", frozen)]
@@ -197,7 +184,7 @@ impl HttpCycle {
             if fin {
                 left.store(true, Ordering::Release);
             }
-            bridge.push(Event::Ready(waiter, Outcome::Disconnect));
+            bridge.push(Event::Ready(waiter, disconnect()));
         });
         Ok(fut)
     }
@@ -213,14 +200,14 @@ impl HttpCycle {
     fn push(&self, py: Python<'_>, tx: &mpsc::Sender<Bytes>, chunk: Bytes) -> PyResult<Py<PyAny>> {
         self.sent.fetch_add(chunk.len() as u64, Ordering::Relaxed);
         match tx.try_send(chunk) {
-            Ok(()) => Ok(crate::rsgi::awaitable::done(py)),
+            Ok(()) => Ok(done(py)),
             Err(TrySendError::Closed(_)) => Err(client_gone(py, "http.response.body")),
             Err(TrySendError::Full(chunk)) => {
                 let tx = tx.clone();
                 self.spawn(py, async move {
                     match tx.send(chunk).await {
                         Ok(()) => Outcome::None,
-                        Err(_) => Outcome::Closed("the client went away"),
+                        Err(_) => Outcome::Raise(gone_while_waiting, "the client went away"),
                     }
                 })
             }
@@ -253,7 +240,7 @@ impl HttpCycle {
                     body,
                 },
             );
-            return Ok(crate::rsgi::awaitable::done(py));
+            return Ok(done(py));
         }
         // Trailers need a streamed body: chunked framing on HTTP/1.1.
         let (tx, rx) = mpsc::channel(STREAM_DEPTH);
@@ -273,7 +260,7 @@ impl HttpCycle {
             },
         );
         let waits = if body.is_empty() {
-            crate::rsgi::awaitable::done(py)
+            done(py)
         } else {
             self.push(py, &tx, body)?
         };
@@ -319,11 +306,34 @@ impl HttpCycle {
                 len,
             },
         );
-        Ok(crate::rsgi::awaitable::done(py))
+        Ok(done(py))
     }
 }
 
 /// The asgi worker's error for a send to a client that left (an OSError).
+/// An `http.request` message, made on the loop's thread.
+fn received(body: Bytes, more: bool) -> Outcome {
+    Outcome::Made(
+        |py, body, more| Ok(request_message(py, body, more)?.into_any()),
+        body,
+        more,
+    )
+}
+
+/// The `http.disconnect` message, made on the loop's thread.
+fn disconnect() -> Outcome {
+    Outcome::Made(
+        |py, _, _| Ok(disconnect_message(py)?.into_any()),
+        Bytes::new(),
+        false,
+    )
+}
+
+/// A send that waited for room and found the client gone.
+fn gone_while_waiting(py: Python<'_>, _: &'static str) -> PyErr {
+    client_gone(py, "http.response.body")
+}
+
 fn client_gone(py: Python<'_>, kind: &str) -> PyErr {
     static CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
     let message = format!("the client went away ({kind} not sent)");
@@ -333,22 +343,39 @@ fn client_gone(py: Python<'_>, kind: &str) -> PyErr {
     }
 }
 
+impl crate::bridge::ProtocolObject for Py<HttpCycle> {
+    fn call_app(&self, py: Python<'_>, app: &Py<PyAny>, scope: Py<PyAny>) -> PyResult<Py<PyAny>> {
+        let cycle = self.bind(py);
+        let receive = cycle.getattr(pyo3::intern!(py, "receive"))?;
+        let send = cycle.getattr(pyo3::intern!(py, "send"))?;
+        app.call1(py, (scope, receive, send))
+    }
+
+    fn finish(&self, error: bool) -> Finish {
+        self.get().finish(error)
+    }
+
+    fn object(&self, py: Python<'_>) -> Py<PyAny> {
+        self.clone_ref(py).into_any()
+    }
+}
+
 impl HttpCycle {
     /// Called when the app returned (`error` False) or raised:
     /// a 500 when nothing was sent, a cut connection when a streamed
     /// response is unfinished.
-    pub(crate) fn finish(&self, error: bool) -> u8 {
+    pub(crate) fn finish(&self, error: bool) -> Finish {
         let out = std::mem::replace(&mut *lock(&self.outbound), Outbound::Complete);
         let gone = self.gone(&out);
-        let finish = match out {
+        match out {
             Outbound::Complete => Finish::Answered,
             _ if gone => Finish::ClientGone,
             Outbound::NotStarted | Outbound::Started { .. } => {
-                self.respond(500, server_error());
+                self.respond(500, Reply::server_error());
                 if error {
                     Finish::ErrorBeforeResponse
                 } else if matches!(out, Outbound::NotStarted) {
-                    Finish::NotStarted
+                    Finish::NoResponse
                 } else {
                     Finish::Incomplete
                 }
@@ -363,8 +390,7 @@ impl HttpCycle {
                     Finish::Incomplete
                 }
             }
-        };
-        finish as u8
+        }
     }
 }
 
@@ -415,13 +441,13 @@ impl HttpCycle {
         let cut = self.client_left.clone();
         self.spawn(py, async move {
             match stream.next_batch(BATCH).await {
-                Outcome::Bytes(body) => Outcome::Received(body, !stream.finished()),
-                Outcome::End => Outcome::Received(Bytes::new(), false),
+                BodyRead::Data(body) => received(body, !stream.finished()),
+                BodyRead::End => received(Bytes::new(), false),
                 // Refused (413, 400: answered already) or cut: for the app,
                 // the client is gone, and what it sends next raises.
                 _ => {
                     cut.store(true, Ordering::Release);
-                    Outcome::Disconnect
+                    disconnect()
                 }
             }
         })
@@ -447,7 +473,7 @@ impl HttpCycle {
                     headers,
                     trailers,
                 };
-                Ok(crate::rsgi::awaitable::done(py))
+                Ok(done(py))
             }
             (Outbound::NotStarted, Sent::EarlyHint(head)) => {
                 // Only where the connection can write a 1xx (and the scope
@@ -455,7 +481,7 @@ impl HttpCycle {
                 if let Some(interim) = &self.tracker.interim {
                     interim.push(head);
                 }
-                Ok(crate::rsgi::awaitable::done(py))
+                Ok(done(py))
             }
             (Outbound::NotStarted, _) => Err(messages::unexpected("http.response.start", &kind)),
             (Outbound::Started { .. }, Sent::Body { body, more }) => {
@@ -467,7 +493,7 @@ impl HttpCycle {
             (Outbound::Streaming { chunks, .. }, Sent::Body { body, more }) => {
                 let tx = chunks.clone();
                 let waits = if body.is_empty() {
-                    crate::rsgi::awaitable::done(py)
+                    done(py)
                 } else {
                     self.push(py, &tx, body)?
                 };
@@ -501,7 +527,7 @@ impl HttpCycle {
                 } else if let Some(tx) = tx {
                     let _ = tx.send(fields);
                 }
-                Ok(crate::rsgi::awaitable::done(py))
+                Ok(done(py))
             }
             (Outbound::Trailers { .. }, _) => {
                 Err(messages::unexpected("http.response.trailers", &kind))

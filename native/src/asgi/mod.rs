@@ -12,7 +12,6 @@ mod messages;
 
 pub use app::AsgiApp;
 pub use cycle::HttpCycle;
-pub use messages::{disconnect_message, request_message};
 
 use pyo3::prelude::*;
 

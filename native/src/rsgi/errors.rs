@@ -7,3 +7,13 @@ use pyo3::exceptions::PyRuntimeError;
 create_exception!(_native, RSGIProtocolError, PyRuntimeError);
 // The client is gone: a send on a closed stream, a read on a cut connection.
 create_exception!(_native, RSGIProtocolClosed, PyRuntimeError);
+
+/// `Outcome::Raise`'s maker of an `RSGIProtocolError`.
+pub fn protocol_error(_py: pyo3::Python<'_>, msg: &'static str) -> pyo3::PyErr {
+    RSGIProtocolError::new_err(msg)
+}
+
+/// `Outcome::Raise`'s maker of an `RSGIProtocolClosed`.
+pub fn closed(_py: pyo3::Python<'_>, msg: &'static str) -> pyo3::PyErr {
+    RSGIProtocolClosed::new_err(msg)
+}

@@ -16,12 +16,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 use tokio::sync::mpsc;
 
-use super::body::{server_error, BodyStream};
-use super::bridge::Outcome;
 use super::errors::{RSGIProtocolClosed, RSGIProtocolError};
-use super::server::LoopCtx;
 use super::transport::{HTTPStreamTransport, StreamSlot, STREAM_DEPTH};
-use crate::server::{Exchange, ExchangeBody, Reply, ReplySlot, Tracker};
+use crate::bridge::{Finish, LoopCtx, Outcome};
+use crate::server::{BodyRead, BodyStream, Exchange, ExchangeBody, Reply, ReplySlot, Tracker};
 
 enum BodyState {
     /// The whole body, read before the hand-over (`BridgeDispatch`).
@@ -36,18 +34,15 @@ enum BodyState {
 
 const BODY_CUT: &str = "the client closed the connection while sending the body";
 
-/// How `finish()` saw the exchange end, for `AppRun` and the worker's
-/// `log_outcome` (`http/rsgi_call.py`), so that it logs the right line.
-#[derive(Clone, Copy)]
-#[repr(u8)]
-pub(super) enum Finish {
-    Answered = 0,
-    NoResponse = 1,
-    ErrorBeforeResponse = 2,
-    CutOff = 3,
-    /// The server answered the request itself (a request body it refused
-    /// with a 400 or 413) and the app's read of it raised: not the app's error.
-    ServerAnswered = 4,
+/// A body read as the RSGI app sees it: bytes, the end of `async for`, or
+/// one of RSGI's exceptions.
+fn outcome(read: BodyRead) -> Outcome {
+    match read {
+        BodyRead::Data(bytes) => Outcome::Bytes(bytes),
+        BodyRead::End => Outcome::End,
+        BodyRead::Refused(msg) => Outcome::Raise(super::errors::protocol_error, msg),
+        BodyRead::Cut(msg) => Outcome::Raise(super::errors::closed, msg),
+    }
 }
 
 /// The most bytes one step of `async for chunk in protocol` joins from what
@@ -192,7 +187,7 @@ impl HTTPProtocol {
             BodyState::Unread(body) => {
                 let stream =
                     BodyStream::new(body, self.limit_body, self.reply.clone(), self.conn.clone());
-                self.spawn_read(py, async move { stream.read_all().await })
+                self.spawn_read(py, async move { outcome(stream.read_all().await) })
             }
             _ => Err(RSGIProtocolError::new_err(
                 "the request body was already read",
@@ -250,7 +245,10 @@ impl HTTPProtocol {
         };
         // What already arrived goes up as one chunk: a client sending
         // one-byte chunks cost a loop turn each (29 CPU-seconds for 6 MB).
-        self.spawn_read(py, async move { stream.next_batch(ITER_BATCH).await })
+        self.spawn_read(
+            py,
+            async move { outcome(stream.next_batch(ITER_BATCH).await) },
+        )
     }
 
     /// Resolves once the client is gone (or the exchange is over).
@@ -388,12 +386,26 @@ impl HTTPProtocol {
     }
 }
 
+impl crate::bridge::ProtocolObject for Py<HTTPProtocol> {
+    fn call_app(&self, py: Python<'_>, app: &Py<PyAny>, scope: Py<PyAny>) -> PyResult<Py<PyAny>> {
+        app.call1(py, (scope, self.clone_ref(py)))
+    }
+
+    fn finish(&self, error: bool) -> Finish {
+        self.get().finish(error)
+    }
+
+    fn object(&self, py: Python<'_>) -> Py<PyAny> {
+        self.clone_ref(py).into_any()
+    }
+}
+
 impl HTTPProtocol {
     /// Called by `AppRun` when the app returned (`error` False) or raised:
     /// a 500 when nothing was sent, a cut connection when a stream is open.
-    pub(crate) fn finish(&self, error: bool) -> u8 {
+    pub(crate) fn finish(&self, error: bool) -> Finish {
         let stream = self.stream.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let result = if self.reply.send(server_error()) {
+        let result = if self.reply.send(Reply::server_error()) {
             self.status.store(500, Ordering::Relaxed);
             if error {
                 Finish::ErrorBeforeResponse
@@ -410,6 +422,6 @@ impl HTTPProtocol {
             Finish::Answered
         };
         drop(stream);
-        result as u8
+        result
     }
 }

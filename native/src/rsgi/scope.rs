@@ -10,8 +10,8 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyString;
 
-use super::forwarded::Proxied;
 use super::headers::Headers;
+use crate::bridge::Proxied;
 use crate::h1::target::percent_decode;
 use crate::server::ConnInfo;
 

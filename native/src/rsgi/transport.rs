@@ -11,9 +11,8 @@ use pyo3::types::{PyBytes, PyString};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 
-use super::bridge::Outcome;
 use super::errors::RSGIProtocolClosed;
-use super::server::LoopCtx;
+use crate::bridge::{LoopCtx, Outcome};
 
 /// Chunks queued between the app and the socket before `send_bytes` waits.
 pub const STREAM_DEPTH: usize = 4;
@@ -69,7 +68,10 @@ impl HTTPStreamTransport {
                             sent.fetch_add(len, Ordering::Relaxed);
                             Outcome::None
                         }
-                        Err(_) => Outcome::Closed("the client closed the connection"),
+                        Err(_) => Outcome::Raise(
+                            super::errors::closed,
+                            "the client closed the connection",
+                        ),
                     }
                 })
             }

@@ -19,11 +19,9 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use tokio::sync::{mpsc, oneshot};
 
-use super::bridge::Event;
 use super::errors::{RSGIProtocolClosed, RSGIProtocolError};
-use super::protocol::Finish;
-use super::server::LoopCtx;
 use super::ws_transport::{Receiving, WebsocketTransport, WS_DEPTH};
+use crate::bridge::{Event, Finish, LoopCtx};
 use crate::server::{ConnInfo, WsAccept, WsAnswer, WsExchange};
 
 enum State {
@@ -247,7 +245,7 @@ impl WebsocketProtocol {
 
     /// What the ASGI adapter (`http/asgi_engine_ws.py`) calls when the app
     /// returned (`error` False) or raised.
-    fn _finish(&self, error: bool) -> u8 {
+    fn _finish(&self, error: bool) -> Finish {
         self.finish(error)
     }
 
@@ -283,11 +281,25 @@ fn extra_headers(pairs: Vec<(Vec<u8>, Vec<u8>)>) -> PyResult<hyper::HeaderMap> {
     Ok(map)
 }
 
+impl crate::bridge::ProtocolObject for Py<WebsocketProtocol> {
+    fn call_app(&self, py: Python<'_>, app: &Py<PyAny>, scope: Py<PyAny>) -> PyResult<Py<PyAny>> {
+        app.call1(py, (scope, self.clone_ref(py)))
+    }
+
+    fn finish(&self, error: bool) -> Finish {
+        self.get().finish(error)
+    }
+
+    fn object(&self, py: Python<'_>) -> Py<PyAny> {
+        self.clone_ref(py).into_any()
+    }
+}
+
 impl WebsocketProtocol {
     /// Called when the app returned (`error` False) or raised: the
     /// handshake refused (403, or 500) if not answered, else the session
     /// closed (1000, or 1011).
-    pub(crate) fn finish(&self, error: bool) -> u8 {
+    pub(crate) fn finish(&self, error: bool) -> Finish {
         let code = if error { 500 } else { 403 };
         if self.refuse(StatusCode::from_u16(code).unwrap_or(StatusCode::FORBIDDEN)) {
             let outcome = if error {
@@ -295,16 +307,16 @@ impl WebsocketProtocol {
             } else {
                 Finish::Answered
             };
-            return outcome as u8;
+            return outcome;
         }
         let mut state = self.lock();
         let accepted = matches!(*state, State::Accepted(_));
         self.close_with(&mut state, if error { 1011 } else { 1000 }, "");
-        let outcome = match (error, accepted) {
+
+        match (error, accepted) {
             (false, _) => Finish::Answered,
             (true, true) => Finish::CutOff,
             (true, false) => Finish::ErrorBeforeResponse,
-        };
-        outcome as u8
+        }
     }
 }

@@ -24,9 +24,8 @@ use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
-use super::bridge::{Bridge, Event, Outcome};
 use super::errors::{RSGIProtocolClosed, RSGIProtocolError};
-use super::server::LoopCtx;
+use crate::bridge::{Bridge, Event, LoopCtx, Outcome};
 use crate::server::{WsIn, WsInbox};
 
 /// Outgoing messages queued between the app and the socket before a send waits.
@@ -185,7 +184,7 @@ impl WebsocketTransport {
                 self.ctx.spawn(py, &self.runtime, async move {
                     match out.send(m).await {
                         Ok(()) => Outcome::None,
-                        Err(_) => Outcome::Closed(CLOSED),
+                        Err(_) => Outcome::Raise(super::errors::closed, CLOSED),
                     }
                 })
             }

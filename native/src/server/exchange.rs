@@ -219,6 +219,27 @@ impl Reply {
             body: Bytes::from_static(text.as_bytes()),
         }
     }
+
+    /// The 500 of an app that failed (or could not be started); it ends
+    /// the connection.
+    pub fn server_error() -> Reply {
+        Reply::text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Internal Server Error",
+            true,
+        )
+    }
+
+    /// A request refused for what it says (contradictory proxy headers, as
+    /// the other workers refuse them); it ends the connection.
+    pub fn bad_request(text: &'static str) -> Reply {
+        Reply::text(StatusCode::BAD_REQUEST, text, true)
+    }
+
+    /// A body that stopped coming for longer than `body_timeout`.
+    pub fn body_timed_out() -> Reply {
+        Reply::text(StatusCode::REQUEST_TIMEOUT, "Request body timed out", true)
+    }
 }
 
 /// The fields of the server's own short text answers.

@@ -19,6 +19,7 @@ pub(crate) mod h1_wire;
 mod listener;
 mod proxy_read;
 mod reply_batch;
+mod request_body;
 mod room;
 mod runtime;
 mod sched;
@@ -41,6 +42,7 @@ pub use exchange::{
 };
 pub use fin_watch::client_fin;
 pub use reply_batch::{batch_on_this_thread, flush as flush_replies, new_round, stop_batching};
+pub use request_body::{BodyRead, BodyStream};
 pub use runtime::{Server, Shared};
 pub use sched::make_way;
 pub use send_file::SendFile;

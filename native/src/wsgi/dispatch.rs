@@ -17,18 +17,16 @@ use pyo3::types::{PyDict, PyList, PyString};
 
 use super::app::WsgiApp;
 use super::clock::AppClock;
-use super::head::HyperHead;
 use super::input::WsgiInput;
 use super::spool::{RequestBody, Spool};
 use super::start::{as_bytes, StartResponse};
 use super::stream;
 use super::stream::Pump;
+use crate::bridge::HyperHead;
 use crate::py::environ::{self, put, HeadView};
-use crate::rsgi::body::{bad_request, body_timed_out, server_error, BodyStream};
-use crate::rsgi::bridge::Outcome;
 use crate::server::{
-    BoxIo, ConnInfo, Dispatch, Exchange, ExchangeBody, Reply, ReplySlot, Served, Shared, Tracker,
-    WsAnswer,
+    BodyRead, BodyStream, BoxIo, ConnInfo, Dispatch, Exchange, ExchangeBody, Reply, ReplySlot,
+    Served, Shared, Tracker, WsAnswer,
 };
 
 pub struct WsgiDispatch(Arc<Engine>);
@@ -416,8 +414,8 @@ impl Engine {
     ) -> Reply {
         let Some(call) = call else {
             return match produced {
-                Produced::BadProxy => bad_request("Contradictory scheme headers"),
-                _ => server_error(),
+                Produced::BadProxy => Reply::bad_request("Contradictory scheme headers"),
+                _ => Reply::server_error(),
             };
         };
         let start = call.start.borrow(py);
@@ -430,7 +428,7 @@ impl Engine {
                 drop(start);
                 self.report(py, call.environ.bind(py), err, "");
                 self.done(py, &call, 500, 0);
-                return server_error();
+                return Reply::server_error();
             }
         };
         drop(start);
@@ -478,7 +476,7 @@ impl Engine {
             }
             Produced::Error | Produced::BadProxy => {
                 self.done(py, &call, 500, 0);
-                server_error()
+                Reply::server_error()
             }
         }
     }
@@ -527,19 +525,19 @@ async fn read_body(
             Some(idle) => match tokio::time::timeout(idle, next).await {
                 Ok(outcome) => outcome,
                 Err(_) => {
-                    reply.send(body_timed_out());
+                    reply.send(Reply::body_timed_out());
                     return None;
                 }
             },
         };
         match outcome {
-            Outcome::Bytes(block) => {
+            BodyRead::Data(block) => {
                 if spool.push(&block).is_err() {
-                    reply.send(server_error());
+                    reply.send(Reply::server_error());
                     return None;
                 }
             }
-            Outcome::End => return Some(spool.finish()),
+            BodyRead::End => return Some(spool.finish()),
             _ => return None,
         }
     }

@@ -14,7 +14,6 @@ mod clock;
 mod dispatch;
 mod h1;
 mod h1_response;
-mod head;
 mod input;
 mod spool;
 mod start;
@@ -23,7 +22,6 @@ mod stream;
 pub use app::WsgiApp;
 pub use clock::AppClock;
 pub use dispatch::WsgiDispatch;
-pub use head::HyperHead;
 
 use pyo3::prelude::*;
 

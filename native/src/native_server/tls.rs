@@ -1,4 +1,4 @@
-//! `RsgiTls`: the rustls server configuration, built by the worker from the
+//! `NativeTls`: the rustls server configuration, built by the worker from the
 //! TLS settings before it reports ready, so that a bad certificate or key
 //! fails the boot with one line instead of every connection later.
 
@@ -11,12 +11,12 @@ use pyo3::prelude::*;
 use crate::server::{load_tls, ClientAuth, TlsFiles};
 
 #[pyclass(module = "supervise._native", frozen)]
-pub struct RsgiTls {
+pub struct NativeTls {
     pub config: Arc<rustls::ServerConfig>,
 }
 
 #[pymethods]
-impl RsgiTls {
+impl NativeTls {
     /// `cert_reqs`: 0 (none), 1 (optional) or 2 (required), as `ssl.CERT_*`.
     /// Raises ValueError with a one-line reason.
     #[new]
@@ -50,7 +50,7 @@ impl RsgiTls {
         let config = py
             .detach(|| load_tls(&files))
             .map_err(PyValueError::new_err)?;
-        Ok(RsgiTls {
+        Ok(NativeTls {
             config: Arc::new(config),
         })
     }

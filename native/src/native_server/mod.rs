@@ -1,92 +1,44 @@
 //! `NativeServer`: what the rsgi and native workers hold, whatever the app's
 //! interface (RSGI, ASGI, WSGI). It starts the native server on the inherited
 //! listeners and turns the bridge's events into app calls and completed
-//! futures, on the loop's thread, in one GIL-holding `drain()`.
+//! futures, on the loop's thread, in one GIL-holding `drain()`. The one
+//! module that knows every adapter: the layers below it know none above.
+
+mod tls;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hyper::header::HeaderValue;
-use pyo3::exceptions::{PyOSError, PyStopAsyncIteration, PyValueError};
-use pyo3::intern;
+use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
 
-use super::app_run::{AppCalls, AppRun, Served};
-use super::awaitable::Ready;
-use super::bridge::{Bridge, BridgeDispatch, Event, Outcome};
-use super::errors::{RSGIProtocolClosed, RSGIProtocolError};
-use super::forwarded::{Forwarded, Proxied};
-use super::protocol::HTTPProtocol;
-use super::scope::Scope;
-use super::tls::RsgiTls;
-use super::ws_protocol::WebsocketProtocol;
-use crate::server::{Http2Config, HttpMode, RuntimeMode, Server, ServerConfig, WsConfig};
+use crate::asgi::{AsgiApp, HttpCycle};
+use crate::bridge::{
+    complete, AppCalls, AppRun, Bridge, BridgeDispatch, Event, Forwarded, LoopCtx, Proxied,
+};
+use crate::rsgi::{HTTPProtocol, Scope, WebsocketProtocol};
+use crate::server::{Http2Config, HttpMode, Reply, RuntimeMode, Server, ServerConfig, WsConfig};
+use crate::wsgi::{AppClock, WsgiApp, WsgiDispatch};
+pub use tls::NativeTls;
 
-/// What the Python objects of every request share.
-pub struct LoopCtx {
-    pub bridge: Arc<Bridge>,
-    create_future: Py<PyAny>,
-}
-
-impl LoopCtx {
-    pub fn future(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        self.create_future.call0(py)
-    }
-
-    pub fn ready(&self, py: Python<'_>, value: Py<PyAny>) -> PyResult<Py<PyAny>> {
-        Ok(Py::new(py, Ready::new(value))?.into_any())
-    }
-
-    /// A loop future completed with what `work` gives once it ran on `runtime`.
-    pub fn spawn<F>(
-        &self,
-        py: Python<'_>,
-        runtime: &tokio::runtime::Handle,
-        work: F,
-    ) -> PyResult<Py<PyAny>>
-    where
-        F: std::future::Future<Output = Outcome> + Send + 'static,
-    {
-        let fut = self.future(py)?;
-        let waiter = fut.clone_ref(py);
-        let bridge = self.bridge.clone();
-        runtime.spawn(async move {
-            let outcome = work.await;
-            bridge.push(Event::Ready(waiter, outcome));
-        });
-        Ok(fut)
-    }
-
-    /// Resolves (with None) once `tracker`'s exchange is over; a `Ready` at
-    /// once when it is.
-    pub fn when_gone(
-        &self,
-        py: Python<'_>,
-        tracker: &crate::server::Tracker,
-    ) -> PyResult<Py<PyAny>> {
-        if tracker.is_gone() {
-            return self.ready(py, py.None());
-        }
-        let fut = self.future(py)?;
-        let waiter = fut.clone_ref(py);
-        let bridge = self.bridge.clone();
-        tracker.on_gone(Box::new(move || {
-            bridge.push(Event::Ready(waiter, Outcome::None))
-        }));
-        Ok(fut)
-    }
+/// The app a server runs, and what its interface needs kept.
+enum App {
+    /// An RSGI app and the worker's callables: each request and WebSocket
+    /// session run as an `AppRun`.
+    Rsgi(Py<AppCalls>),
+    /// An ASGI app: each request run as an `AppRun`, WebSockets by its
+    /// `ws_handler`.
+    Asgi(Py<AsgiApp>),
+    /// A WSGI app, called on the runtime threads themselves (`wsgi/`): how
+    /// long it has held them. Its requests never reach the loop.
+    Wsgi(Arc<AppClock>),
 }
 
 #[pyclass(module = "supervise._native", frozen)]
 pub struct NativeServer {
     ctx: Arc<LoopCtx>,
-    /// The RSGI app and the worker's callables; None for a WSGI or ASGI app.
-    rsgi: Option<Py<AppCalls>>,
-    /// Set for an ASGI app (`asgi`).
-    asgi: Option<Py<crate::asgi::AsgiApp>>,
-    /// Set for WSGI: how long the app has held the threads that call it.
-    app_clock: Option<Arc<crate::wsgi::AppClock>>,
+    app: App,
     create_task: Py<PyAny>,
     server: Mutex<Option<Server>>,
     /// Set when `forwarded_allow_ips` trusts some peer.
@@ -148,15 +100,15 @@ impl NativeServer {
         http2_max_send_buffer_size: usize,
         http2_keep_alive_interval: f64,
         http2_keep_alive_timeout: f64,
-        tls: Option<PyRef<'_, RsgiTls>>,
+        tls: Option<PyRef<'_, NativeTls>>,
         ws: bool,
         ws_max_size: usize,
         ws_ping_interval: f64,
         ws_ping_timeout: f64,
         proxy: Option<(Vec<String>, Py<PyAny>)>,
         proxy_allow: Option<Vec<String>>,
-        wsgi: Option<PyRef<'_, crate::wsgi::WsgiApp>>,
-        asgi: Option<Py<crate::asgi::AsgiApp>>,
+        wsgi: Option<PyRef<'_, WsgiApp>>,
+        asgi: Option<Py<AsgiApp>>,
         start_task: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
         let sides = [rsgi.is_some(), wsgi.is_some(), asgi.is_some()];
@@ -232,19 +184,19 @@ impl NativeServer {
             }),
         };
         let bridge = Arc::new(Bridge::new().map_err(|e| PyOSError::new_err(e.to_string()))?);
-        let app_clock = wsgi
-            .as_ref()
-            .map(|_| Arc::new(crate::wsgi::AppClock::new(threads)));
-        let dispatch: Box<dyn crate::server::Dispatch> = match (&wsgi, &app_clock) {
-            (Some(app), Some(clock)) => {
-                Box::new(crate::wsgi::WsgiDispatch::new(py, app, clock.clone()))
-            }
+        let app = match (rsgi, asgi, wsgi.as_ref()) {
+            (Some(calls), None, None) => App::Rsgi(calls),
+            (None, Some(app), None) => App::Asgi(app),
+            _ => App::Wsgi(Arc::new(AppClock::new(threads))),
+        };
+        let dispatch: Box<dyn crate::server::Dispatch> = match (&wsgi, &app) {
+            (Some(wsgi), App::Wsgi(clock)) => Box::new(WsgiDispatch::new(py, wsgi, clock.clone())),
             _ => Box::new(BridgeDispatch {
                 bridge: bridge.clone(),
-                interim: asgi.is_some(),
+                interim: matches!(app, App::Asgi(_)),
             }),
         };
-        if wsgi.is_none() {
+        if !matches!(app, App::Wsgi(_)) {
             // The app answers on this thread, the loop's (reply_batch.rs).
             let call_soon = event_loop.getattr("call_soon")?.unbind();
             let flush = wrap_pyfunction!(flush_replies, py)?.into_any().unbind();
@@ -260,13 +212,11 @@ impl NativeServer {
             .detach(|| Server::start(config, fds, dispatch))
             .map_err(|e| PyOSError::new_err(format!("cannot start the native server: {e}")))?;
         Ok(NativeServer {
-            ctx: Arc::new(LoopCtx {
+            ctx: Arc::new(LoopCtx::new(
                 bridge,
-                create_future: event_loop.getattr("create_future")?.unbind(),
-            }),
-            rsgi,
-            asgi,
-            app_clock,
+                event_loop.getattr("create_future")?.unbind(),
+            )),
+            app,
             create_task: match start_task {
                 Some(start) => start,
                 None => event_loop.getattr("create_task")?.unbind(),
@@ -326,7 +276,10 @@ impl NativeServer {
     /// one call (0 while one is free, and always for RSGI, whose app runs on
     /// the loop and stops the loop's tick by itself).
     fn stuck_for(&self) -> f64 {
-        self.app_clock.as_ref().map_or(0.0, |c| c.stuck_for())
+        match &self.app {
+            App::Wsgi(clock) => clock.stuck_for(),
+            _ => 0.0,
+        }
     }
 
     fn in_flight(&self) -> usize {
@@ -364,12 +317,6 @@ fn flush_replies() {
 }
 
 impl NativeServer {
-    fn rsgi(&self) -> PyResult<&Py<AppCalls>> {
-        self.rsgi
-            .as_ref()
-            .ok_or_else(|| PyValueError::new_err("no RSGI app"))
-    }
-
     /// Starts `run` as the exchange's Task.
     fn run_task(&self, py: Python<'_>, run: AppRun) -> PyResult<()> {
         self.create_task.call1(py, (Py::new(py, run)?,))?;
@@ -409,13 +356,16 @@ impl NativeServer {
     }
 
     fn start(&self, py: Python<'_>, ex: crate::server::Exchange) {
-        if let Some(app) = &self.asgi {
-            return self.start_asgi(py, app.get(), ex);
+        match &self.app {
+            App::Rsgi(calls) => self.start_rsgi(py, calls, ex),
+            App::Asgi(app) => self.start_asgi(py, app.get(), ex),
+            // Served on the runtime threads: never queued for the loop.
+            App::Wsgi(_) => drop(ex),
         }
-        let measured = self
-            .rsgi
-            .as_ref()
-            .is_some_and(|calls| calls.get().done.is_some());
+    }
+
+    fn start_rsgi(&self, py: Python<'_>, calls: &Py<AppCalls>, ex: crate::server::Exchange) {
+        let measured = calls.get().done.is_some();
         let (proto, head, conn) = HTTPProtocol::new(self.ctx.clone(), ex, measured);
         let reply = proto.reply_slot();
         let proxied = match self.proxied(py, &head, &conn) {
@@ -424,19 +374,18 @@ impl NativeServer {
         };
         let result = (|| -> PyResult<()> {
             let scope = Py::new(py, Scope::new(head, conn, proxied))?.into_any();
-            let served = Served::Rsgi(Py::new(py, proto)?);
-            let calls = self.rsgi()?.clone_ref(py);
-            self.run_task(py, AppRun::new(calls, scope, served))
+            let proto = Box::new(Py::new(py, proto)?);
+            self.run_task(py, AppRun::new(calls.clone_ref(py), scope, proto))
         })();
         if let Err(err) = result {
             // AppRun logs the app's errors itself; this is starting it failing.
             err.print(py);
-            reply.send(super::body::server_error());
+            reply.send(Reply::server_error());
         }
     }
 
-    fn start_asgi(&self, py: Python<'_>, app: &crate::asgi::AsgiApp, ex: crate::server::Exchange) {
-        let (cycle, head) = crate::asgi::HttpCycle::new(self.ctx.clone(), ex);
+    fn start_asgi(&self, py: Python<'_>, app: &AsgiApp, ex: crate::server::Exchange) {
+        let (cycle, head) = HttpCycle::new(self.ctx.clone(), ex);
         let reply = cycle.reply_slot();
         let conn = cycle.conn();
         let proxied = match self.proxied(py, &head, &conn) {
@@ -445,27 +394,23 @@ impl NativeServer {
         };
         let result = (|| -> PyResult<()> {
             let scope = app.http_scope(py, &head, &conn, &proxied, cycle.writes_interim())?;
-            let cycle = Py::new(py, cycle)?;
-            let run = AppRun::new(
-                app.calls.clone_ref(py),
-                scope.into_any().unbind(),
-                Served::Asgi(cycle),
-            );
+            let cycle = Box::new(Py::new(py, cycle)?);
+            let run = AppRun::new(app.calls.clone_ref(py), scope.into_any().unbind(), cycle);
             self.run_task(py, run)?;
             Ok(())
         })();
         if let Err(err) = result {
             err.print(py);
-            reply.send(super::body::server_error());
+            reply.send(Reply::server_error());
         }
     }
 
     /// What a request whose proxy headers were refused gets.
     fn refuse_proxied(reply: &crate::server::ReplySlot, status: hyper::StatusCode) {
         reply.send(if status == hyper::StatusCode::BAD_REQUEST {
-            super::body::bad_request("Contradictory scheme headers")
+            Reply::bad_request("Contradictory scheme headers")
         } else {
-            super::body::server_error()
+            Reply::server_error()
         });
     }
 
@@ -484,18 +429,19 @@ impl NativeServer {
             }
         };
         let result = (|| -> PyResult<()> {
-            let coro = match &self.asgi {
-                Some(app) => {
+            let coro = match &self.app {
+                App::Asgi(app) => {
                     let app = app.get();
                     let scope = app.websocket_scope(py, &head, &conn, &proxied)?;
                     app.ws_handler.call1(py, (scope, proto.clone_ref(py)))?
                 }
-                None => {
+                App::Rsgi(calls) => {
                     let scope = Py::new(py, Scope::websocket(head, conn, proxied))?.into_any();
-                    let served = Served::RsgiWs(proto.clone_ref(py));
-                    let calls = self.rsgi()?.clone_ref(py);
-                    return self.run_task(py, AppRun::new(calls, scope, served));
+                    let proto = Box::new(proto.clone_ref(py));
+                    return self.run_task(py, AppRun::new(calls.clone_ref(py), scope, proto));
                 }
+                // The engine serves WSGI with WebSockets off.
+                App::Wsgi(_) => return Ok(()),
             };
             self.create_task.call1(py, (coro,))?;
             Ok(())
@@ -507,28 +453,8 @@ impl NativeServer {
     }
 }
 
-fn complete(py: Python<'_>, fut: Py<PyAny>, outcome: Outcome) {
-    let fut = fut.bind(py);
-    let done = match outcome {
-        Outcome::Bytes(b) => fut.call_method1(intern!(py, "set_result"), (PyBytes::new(py, &b),)),
-        Outcome::None => fut.call_method1(intern!(py, "set_result"), (py.None(),)),
-        Outcome::Received(body, more) => crate::asgi::request_message(py, &body, more)
-            .and_then(|m| fut.call_method1(intern!(py, "set_result"), (m,))),
-        Outcome::Disconnect => crate::asgi::disconnect_message(py)
-            .and_then(|m| fut.call_method1(intern!(py, "set_result"), (m,))),
-        Outcome::End => fut.call_method1(
-            intern!(py, "set_exception"),
-            (PyStopAsyncIteration::new_err(()).into_value(py),),
-        ),
-        Outcome::ProtocolError(msg) => fut.call_method1(
-            intern!(py, "set_exception"),
-            (RSGIProtocolError::new_err(msg).into_value(py),),
-        ),
-        Outcome::Closed(msg) => fut.call_method1(
-            intern!(py, "set_exception"),
-            (RSGIProtocolClosed::new_err(msg).into_value(py),),
-        ),
-    };
-    // A future the app cancelled (a timeout) refuses its result: nothing to do.
-    drop(done);
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<NativeServer>()?;
+    m.add_class::<NativeTls>()?;
+    Ok(())
 }

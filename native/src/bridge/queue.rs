@@ -19,13 +19,18 @@ pub enum Outcome {
     None,
     /// `StopAsyncIteration`: the body stream ended.
     End,
-    ProtocolError(&'static str),
-    /// ASGI: an `http.request` message (body, more_body).
-    Received(Bytes, bool),
-    /// ASGI: `http.disconnect`.
-    Disconnect,
-    Closed(&'static str),
+    /// A value the adapter makes on the loop's thread from a body chunk and
+    /// a flag (ASGI's `http.request` and `http.disconnect` messages).
+    Made(MakeValue, Bytes, bool),
+    /// An exception of the adapter's choosing, with its message.
+    Raise(MakeError, &'static str),
 }
+
+/// Makes an `Outcome::Made` value (with the GIL, on the loop's thread).
+pub type MakeValue = for<'py> fn(Python<'py>, &[u8], bool) -> PyResult<Bound<'py, PyAny>>;
+
+/// Makes an `Outcome::Raise` exception.
+pub type MakeError = fn(Python<'_>, &'static str) -> PyErr;
 
 pub enum Event {
     Request(Box<Exchange>),

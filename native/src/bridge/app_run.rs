@@ -1,5 +1,5 @@
 //! `AppRun`: what the Task of one ASGI or RSGI request (or RSGI WebSocket
-//! session) runs. It is the app's own coroutine, stepped from Rust, plus
+//! session) runs, whichever adapter's protocol object (`ProtocolObject`) it holds. It is the app's own coroutine, stepped from Rust, plus
 //! what the engine does when the app ends: the 500, refused handshake or cut
 //! connection of an unanswered exchange (the protocol object's `finish`),
 //! and the log lines and access record (the worker's `AppCalls`, called
@@ -21,10 +21,6 @@ use pyo3::exceptions::{
 use pyo3::prelude::*;
 use pyo3::{ffi, intern};
 
-use super::protocol::HTTPProtocol;
-use super::ws_protocol::WebsocketProtocol;
-use crate::asgi::HttpCycle;
-
 /// The worker's side, the same for every request of one server (RSGI:
 /// `NativeServer(rsgi=)`; ASGI: inside `AsgiApp`).
 #[pyclass(module = "supervise._native", frozen)]
@@ -34,7 +30,7 @@ pub struct AppCalls {
     pub app: Py<PyAny>,
     /// `log_outcome(finish, scope, exc)`: the log line of an exchange the
     /// app raised in (`exc`, the Task's cancellation too) or left unanswered
-    /// (`finish`, numbered as the protocol object's `Finish`; 0 answered).
+    /// (`finish`, a `Finish`).
     pub log_outcome: Py<PyAny>,
     /// `done(scope, protocol, seconds)` after every exchange: the access log
     /// and metrics; None when both are off, and then nothing is timed.
@@ -54,44 +50,43 @@ impl AppCalls {
     }
 }
 
-/// The protocol object of the exchange: what the app is called with and
-/// what ends the exchange.
-pub enum Served {
-    Asgi(Py<HttpCycle>),
-    Rsgi(Py<HTTPProtocol>),
-    RsgiWs(Py<WebsocketProtocol>),
+/// How an exchange ended, as its protocol object's `finish` saw it: what
+/// the worker's `log_outcome` (`http/rsgi_call.py`, `http/asgi_engine.py`)
+/// logs. Python reads it by name (`_native.Finish.CUT_OFF`).
+#[pyclass(
+    module = "supervise._native",
+    eq,
+    frozen,
+    rename_all = "SCREAMING_SNAKE_CASE"
+)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finish {
+    /// A complete response (or a WebSocket session closed by the app).
+    Answered,
+    /// The app returned without starting a response: the server sent 500.
+    NoResponse,
+    /// The app raised before the response started: the server sent 500.
+    ErrorBeforeResponse,
+    /// The app raised with the response under way: the connection was cut.
+    CutOff,
+    /// ASGI: the app returned with its response unfinished.
+    Incomplete,
+    /// ASGI: the client went away before the response was complete.
+    ClientGone,
+    /// RSGI: the server answered itself (a request body it refused with 400
+    /// or 413) and the app's read of it raised: not the app's error.
+    ServerAnswered,
 }
 
-impl Served {
-    fn call_app(&self, py: Python<'_>, app: &Py<PyAny>, scope: &Py<PyAny>) -> PyResult<Py<PyAny>> {
-        let scope = scope.clone_ref(py);
-        match self {
-            Served::Asgi(cycle) => {
-                let cycle = cycle.bind(py);
-                let receive = cycle.getattr(intern!(py, "receive"))?;
-                let send = cycle.getattr(intern!(py, "send"))?;
-                app.call1(py, (scope, receive, send))
-            }
-            Served::Rsgi(proto) => app.call1(py, (scope, proto.clone_ref(py))),
-            Served::RsgiWs(proto) => app.call1(py, (scope, proto.clone_ref(py))),
-        }
-    }
-
-    fn finish(&self, error: bool) -> u8 {
-        match self {
-            Served::Asgi(cycle) => cycle.get().finish(error),
-            Served::Rsgi(proto) => proto.get().finish(error),
-            Served::RsgiWs(proto) => proto.get().finish(error),
-        }
-    }
-
-    fn object(&self, py: Python<'_>) -> Py<PyAny> {
-        match self {
-            Served::Asgi(cycle) => cycle.clone_ref(py).into_any(),
-            Served::Rsgi(proto) => proto.clone_ref(py).into_any(),
-            Served::RsgiWs(proto) => proto.clone_ref(py).into_any(),
-        }
-    }
+/// The protocol object of an exchange: what the app is called with, and
+/// what ends the exchange when the app is over. Each adapter has its own.
+pub trait ProtocolObject: Send + Sync {
+    /// The app's coroutine for this exchange.
+    fn call_app(&self, py: Python<'_>, app: &Py<PyAny>, scope: Py<PyAny>) -> PyResult<Py<PyAny>>;
+    /// Answers what the app left unanswered (`error`: it raised).
+    fn finish(&self, error: bool) -> Finish;
+    /// The object the worker's `done` callable is given.
+    fn object(&self, py: Python<'_>) -> Py<PyAny>;
 }
 
 /// Where the app's coroutine is.
@@ -117,7 +112,7 @@ enum Step {
 pub struct AppRun {
     calls: Py<AppCalls>,
     scope: Py<PyAny>,
-    served: Served,
+    served: Box<dyn ProtocolObject>,
     stage: Mutex<Stage>,
     /// Set at the first step when the access log or metrics are on.
     started: OnceLock<Instant>,
@@ -128,7 +123,7 @@ fn lock(stage: &Mutex<Stage>) -> std::sync::MutexGuard<'_, Stage> {
 }
 
 impl AppRun {
-    pub fn new(calls: Py<AppCalls>, scope: Py<PyAny>, served: Served) -> AppRun {
+    pub fn new(calls: Py<AppCalls>, scope: Py<PyAny>, served: Box<dyn ProtocolObject>) -> AppRun {
         AppRun {
             calls,
             scope,
@@ -186,7 +181,9 @@ impl AppRun {
             let _ = self.started.set(Instant::now());
         }
         *lock(&self.stage) = Stage::Over;
-        let coro = self.served.call_app(py, &calls.app, &self.scope)?;
+        let coro = self
+            .served
+            .call_app(py, &calls.app, self.scope.clone_ref(py))?;
         *lock(&self.stage) = Stage::Running(coro.clone_ref(py));
         Ok(coro)
     }
@@ -203,7 +200,7 @@ impl AppRun {
         let log_outcome = calls.log_outcome.bind(py);
         let result = match outcome {
             Ok(()) => {
-                if finish != ANSWERED {
+                if finish != Finish::Answered {
                     report(log_outcome, (finish, scope, py.None()));
                 }
                 Ok(None)
@@ -225,9 +222,6 @@ impl AppRun {
         result
     }
 }
-
-/// `Finish::Answered` of every protocol object.
-const ANSWERED: u8 = 0;
 
 /// Calls a logging callable; its own failure is reported, not raised into
 /// the Task (the request is over either way).

@@ -1,7 +1,8 @@
-//! Request bodies, read by tasks on the connection's runtime; the results go
-//! back to the loop through the bridge. A body over `limit_request_body`
-//! (chunked, so not refused from its Content-Length) answers 413 itself and
-//! fails the read.
+//! A request body hyper holds, read in chunks by tasks on the connection's
+//! runtime for whichever interface asked (the adapters turn a `BodyRead`
+//! into what their app sees). A body over `limit_request_body` (chunked, so
+//! not refused from its Content-Length) answers 413 itself and fails the
+//! read; a malformed one answers 400.
 
 use std::sync::Arc;
 
@@ -10,9 +11,19 @@ use http_body_util::BodyExt;
 use hyper::body::{Body, Incoming};
 use hyper::StatusCode;
 
-use super::bridge::Outcome;
+use super::exchange::{ConnInfo, Reply, ReplySlot};
 use crate::h1::chunked::FORBIDDEN_TRAILERS;
-use crate::server::{ConnInfo, Reply, ReplySlot};
+
+/// What one read of a request body gave.
+pub enum BodyRead {
+    Data(Bytes),
+    /// The body is over.
+    End,
+    /// Refused (413, 400; answered already): the app's read fails with this.
+    Refused(&'static str),
+    /// The client went away in the middle of the body.
+    Cut(&'static str),
+}
 
 pub struct BodyStream {
     conn: Arc<ConnInfo>,
@@ -37,14 +48,14 @@ impl BodyStream {
         })
     }
 
-    fn count(&self, n: usize) -> Result<(), Outcome> {
+    fn count(&self, n: usize) -> Result<(), BodyRead> {
         let seen = self
             .seen
             .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed)
             + n as u64;
         if self.limit != 0 && seen > self.limit {
             self.reply.send(too_large());
-            return Err(Outcome::ProtocolError(TOO_LARGE));
+            return Err(BodyRead::Refused(TOO_LARGE));
         }
         Ok(())
     }
@@ -59,16 +70,16 @@ impl BodyStream {
     }
 
     /// The next data chunk, or `End`.
-    pub async fn next(&self) -> Outcome {
+    pub async fn next(&self) -> BodyRead {
         let mut guard = self.body.lock().await;
         let Some(body) = guard.as_mut() else {
-            return Outcome::End;
+            return BodyRead::End;
         };
         loop {
             match body.frame().await {
                 None => {
                     *guard = None;
-                    return Outcome::End;
+                    return BodyRead::End;
                 }
                 Some(Err(e)) => {
                     *guard = None;
@@ -77,9 +88,9 @@ impl BodyStream {
                         // the app answered already) and the app an error.
                         self.reply
                             .send(refusal(StatusCode::BAD_REQUEST, "Invalid chunked body"));
-                        return Outcome::ProtocolError(INVALID);
+                        return BodyRead::Refused(INVALID);
                     }
-                    return Outcome::Closed(CUT);
+                    return BodyRead::Cut(CUT);
                 }
                 Some(Ok(frame)) => {
                     // Trailers are not part of RSGI: checked as `h1` checks
@@ -95,7 +106,7 @@ impl BodyStream {
                                     StatusCode::BAD_REQUEST,
                                     "Forbidden trailer field",
                                 ));
-                                return Outcome::ProtocolError(INVALID);
+                                return BodyRead::Refused(INVALID);
                             }
                             continue;
                         }
@@ -107,7 +118,7 @@ impl BodyStream {
                             return e;
                         }
                         if !data.is_empty() {
-                            return Outcome::Bytes(data);
+                            return BodyRead::Data(data);
                         }
                     }
                 }
@@ -119,10 +130,10 @@ impl BodyStream {
     /// to about `limit` bytes: one message for what arrived together (a
     /// client sending one-byte chunks must not cost one loop turn each). A
     /// broken or cut body wins over the data gathered with it.
-    pub async fn next_batch(&self, limit: usize) -> Outcome {
+    pub async fn next_batch(&self, limit: usize) -> BodyRead {
         use futures_util::FutureExt;
         let first = match self.next().await {
-            Outcome::Bytes(b) => b,
+            BodyRead::Data(b) => b,
             other => return other,
         };
         let mut joined: Option<BytesMut> = None;
@@ -132,7 +143,7 @@ impl BodyStream {
         let mut yielded = false;
         while size < limit {
             match self.next().now_or_never() {
-                Some(Outcome::Bytes(b)) => {
+                Some(BodyRead::Data(b)) => {
                     yielded = false;
                     size += b.len();
                     joined
@@ -143,20 +154,20 @@ impl BodyStream {
                     yielded = true;
                     tokio::task::yield_now().await;
                 }
-                Some(Outcome::End) | None => break,
+                Some(BodyRead::End) | None => break,
                 Some(broken) => return broken,
             }
         }
-        Outcome::Bytes(joined.map_or(first, BytesMut::freeze))
+        BodyRead::Data(joined.map_or(first, BytesMut::freeze))
     }
 
     /// The whole body (one chunk is passed on without a copy).
-    pub async fn read_all(&self) -> Outcome {
+    pub async fn read_all(&self) -> BodyRead {
         let mut first: Option<Bytes> = None;
         let mut rest: Option<BytesMut> = None;
         loop {
             match self.next().await {
-                Outcome::Bytes(b) => match (&first, &mut rest) {
+                BodyRead::Data(b) => match (&first, &mut rest) {
                     (None, _) => first = Some(b),
                     (Some(f), None) => {
                         let mut buf = BytesMut::with_capacity(f.len() + b.len());
@@ -166,8 +177,8 @@ impl BodyStream {
                     }
                     (Some(_), Some(buf)) => buf.extend_from_slice(&b),
                 },
-                Outcome::End => {
-                    return Outcome::Bytes(match rest {
+                BodyRead::End => {
+                    return BodyRead::Data(match rest {
                         Some(buf) => buf.freeze(),
                         None => first.unwrap_or_default(),
                     })
@@ -195,20 +206,6 @@ fn malformed(e: &hyper::Error) -> bool {
 
 fn too_large() -> Reply {
     refusal(StatusCode::PAYLOAD_TOO_LARGE, "Request body too large")
-}
-
-/// A request whose proxy headers contradict each other (as the other workers).
-pub fn bad_request(text: &'static str) -> Reply {
-    refusal(StatusCode::BAD_REQUEST, text)
-}
-
-/// A body that stopped coming for longer than `body_timeout` (the WSGI engine).
-pub fn body_timed_out() -> Reply {
-    refusal(StatusCode::REQUEST_TIMEOUT, "Request body timed out")
-}
-
-pub fn server_error() -> Reply {
-    refusal(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error")
 }
 
 /// A short text answer that ends the connection.
