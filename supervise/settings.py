@@ -61,6 +61,9 @@ class Setting:
     env: str | None = None  # environment variable that supplies the default
     default_factory: Callable[[Mapping[str, str]], Any] | None = None
     default_doc: str | None = None
+    # Handed to the native server as it is, under its name
+    # (workers/native_settings.py; read by native/src/native_server/config.rs).
+    native: bool = False
 
     @property
     def label(self) -> str:
@@ -256,6 +259,7 @@ def _build() -> dict[str, Setting]:
     )
     add(
         name="worker_connections",
+        native=True,
         flags=["--worker-connections"],
         metavar="INT",
         validator=int_check(1),
@@ -315,6 +319,7 @@ def _build() -> dict[str, Setting]:
     )
     add(
         name="keepalive",
+        native=True,
         flags=["--keep-alive"],
         metavar="SECONDS",
         validator=SECONDS,
@@ -328,6 +333,7 @@ def _build() -> dict[str, Setting]:
     add = _adder(table, "Security")  # limits and slow-client timeouts
     add(
         name="limit_request_line",
+        native=True,
         flags=["--limit-request-line"],
         metavar="INT",
         validator=int_check(0, 8190),
@@ -337,6 +343,7 @@ def _build() -> dict[str, Setting]:
     )
     add(
         name="limit_request_fields",
+        native=True,
         flags=["--limit-request-fields"],
         metavar="INT",
         validator=int_check(0, 32768),
@@ -346,6 +353,7 @@ def _build() -> dict[str, Setting]:
     )
     add(
         name="limit_request_field_size",
+        native=True,
         flags=["--limit-request-field_size", "--limit-request-field-size"],
         metavar="INT",
         validator=int_check(0),
@@ -356,6 +364,7 @@ def _build() -> dict[str, Setting]:
     )
     add(
         name="limit_request_body",
+        native=True,
         flags=["--limit-request-body"],
         metavar="BYTES",
         validator=int_check(0),
@@ -366,6 +375,7 @@ def _build() -> dict[str, Setting]:
     )
     add(
         name="header_timeout",
+        native=True,
         flags=["--header-timeout"],
         metavar="SECONDS",
         validator=SECONDS,
@@ -377,6 +387,7 @@ def _build() -> dict[str, Setting]:
     )
     add(
         name="send_timeout",
+        native=True,
         flags=["--send-timeout"],
         metavar="SECONDS",
         validator=SECONDS,

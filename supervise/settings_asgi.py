@@ -46,6 +46,7 @@ def declare(add: Callable[..., None]) -> None:
     )
     add(
         name="limit_concurrency",
+        native=True,
         flags=["--limit-concurrency"],
         metavar="INT",
         validator=int_check(0),
@@ -81,6 +82,7 @@ def _declare_websockets(add: Callable[..., Any]) -> None:
     )
     add(
         name="ws_max_size",
+        native=True,
         flags=["--ws-max-size"],
         metavar="BYTES",
         validator=int_check(1),
@@ -90,6 +92,7 @@ def _declare_websockets(add: Callable[..., Any]) -> None:
     )
     add(
         name="ws_ping_interval",
+        native=True,
         flags=["--ws-ping-interval"],
         metavar="SECONDS",
         validator=SECONDS,
@@ -99,6 +102,7 @@ def _declare_websockets(add: Callable[..., Any]) -> None:
     )
     add(
         name="ws_ping_timeout",
+        native=True,
         flags=["--ws-ping-timeout"],
         metavar="SECONDS",
         validator=SECONDS,

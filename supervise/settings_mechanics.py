@@ -221,6 +221,7 @@ def declare(add: Callable[..., None]) -> None:
     )
     add(
         name="date_header",
+        native=True,
         flags=["--date-header"],
         action="toggle",
         validator=BOOL,

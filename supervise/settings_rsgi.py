@@ -105,6 +105,7 @@ def declare(add: Callable[..., None]) -> None:
     )
     add(
         name="http",
+        native=True,
         flags=["--http"],
         metavar="VERSION",
         validator=HTTP,
@@ -117,6 +118,7 @@ def declare(add: Callable[..., None]) -> None:
     )
     add(
         name="http2_max_concurrent_streams",
+        native=True,
         flags=["--http2-max-concurrent-streams"],
         metavar="INT",
         validator=int_check(1, 2**32 - 1),
@@ -126,6 +128,7 @@ def declare(add: Callable[..., None]) -> None:
     )
     add(
         name="http2_initial_stream_window_size",
+        native=True,
         flags=["--http2-initial-stream-window-size"],
         metavar="BYTES",
         validator=int_check(65535, _MAX_WINDOW),
@@ -135,6 +138,7 @@ def declare(add: Callable[..., None]) -> None:
     )
     add(
         name="http2_initial_connection_window_size",
+        native=True,
         flags=["--http2-initial-connection-window-size"],
         metavar="BYTES",
         validator=int_check(65535, _MAX_WINDOW),
@@ -143,6 +147,7 @@ def declare(add: Callable[..., None]) -> None:
     )
     add(
         name="http2_max_frame_size",
+        native=True,
         flags=["--http2-max-frame-size"],
         metavar="BYTES",
         validator=int_check(_MIN_FRAME, _MAX_FRAME),
@@ -152,6 +157,7 @@ def declare(add: Callable[..., None]) -> None:
     )
     add(
         name="http2_max_headers_size",
+        native=True,
         flags=["--http2-max-headers-size"],
         metavar="BYTES",
         validator=int_check(1024, 2**32 - 1),
@@ -163,6 +169,7 @@ def declare(add: Callable[..., None]) -> None:
     )
     add(
         name="http2_max_send_buffer_size",
+        native=True,
         flags=["--http2-max-send-buffer-size"],
         metavar="BYTES",
         validator=int_check(1024, 2**31 - 1),
@@ -172,6 +179,7 @@ def declare(add: Callable[..., None]) -> None:
     )
     add(
         name="http2_keep_alive_interval",
+        native=True,
         flags=["--http2-keep-alive-interval"],
         metavar="SECONDS",
         validator=OPT_SECONDS,
@@ -183,6 +191,7 @@ def declare(add: Callable[..., None]) -> None:
     )
     add(
         name="http2_keep_alive_timeout",
+        native=True,
         flags=["--http2-keep-alive-timeout"],
         metavar="SECONDS",
         validator=SECONDS,

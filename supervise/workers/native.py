@@ -1,16 +1,17 @@
 """-k native: WSGI, ASGI and RSGI apps on the native server (tokio + hyper).
 
-The engine is the rsgi worker's server (HTTP/1.1 with the native parser's
-strictness, HTTP/2, TLS, limits, graceful stop); what differs is how the app
-is called. RSGI apps run exactly as under ``-k rsgi``. ASGI apps run on the
-worker's asyncio loop as RSGI apps do, with the scope built in Rust and
-``receive``/``send`` native (native/src/asgi); the lifespan startup runs
-before the server starts, its shutdown after the server closed. WSGI apps are called
-by the runtime threads themselves (native/src/wsgi): the thread that read a
-request takes the GIL, builds the environ in Rust and calls the app, so no
-request crosses to another thread. ``--threads`` is the number of those
-threads: one single-threaded runtime for 1 (the bjoern model: a blocking app
-holds up the worker, as with the sync worker), one work-stealing runtime for
+The engine is the rsgi worker's server (``workers/native_server.py``:
+HTTP/1.1 with the native parser's strictness, HTTP/2, TLS, limits, graceful
+stop); what differs is how the app is called. RSGI apps run exactly as
+under ``-k rsgi``. ASGI apps run on the worker's asyncio loop as RSGI apps
+do, with the scope built in Rust and ``receive``/``send`` native
+(native/src/asgi); the lifespan startup runs before the server starts, its
+shutdown after the server closed. WSGI apps are called by the runtime
+threads themselves (native/src/wsgi): the thread that read a request takes
+the GIL, builds the environ in Rust and calls the app, so no request
+crosses to another thread. ``--threads`` is the number of those threads:
+one single-threaded runtime for 1 (the bjoern model: a blocking app holds
+up the worker, as with the sync worker), one work-stealing runtime for
 more, so an idle thread takes over the connections of a held-up one.
 
 The worker's main thread runs an idle asyncio loop for the housekeeping
@@ -34,13 +35,14 @@ from supervise.http.proxy import ProxyRules
 from supervise.http.wsgi_engine import wsgi_app
 from supervise.tls import server_certificate
 from supervise.workers.base import APP_LOAD_ERROR
-from supervise.workers.rsgi import RsgiWorker, prefer_batches
+from supervise.workers.native_server import NativeServerWorker, prefer_batches
+from supervise.workers.rsgi import delete_rsgi, start_rsgi
 
 # What the engine serves.
 SERVED = ("wsgi", "asgi", "rsgi")
 
 
-class NativeWorker(RsgiWorker):
+class NativeWorker(NativeServerWorker):
     """WSGI, ASGI or RSGI apps (``--interface``) on the native server."""
 
     interface = "wsgi"
@@ -69,18 +71,16 @@ class NativeWorker(RsgiWorker):
     def startup(self) -> None:
         served = self.interface_for(self.app, self.cfg)
         if served == "rsgi":
-            super().startup()
+            start_rsgi(self)
             return
         if served == "asgi":
             self._start_asgi()
             return
-        cfg = self.cfg
         prefer_batches()
-        loop = self.create_loop()
-        threads = cfg.threads
+        self.create_loop()
+        threads = self.cfg.threads
         self.start_server(
-            wsgi=wsgi_app(self, multithread=threads > 1),
-            event_loop=loop,
+            wsgi_app(self, multithread=threads > 1),
             threads=threads,
             mode="st" if threads == 1 else "mt",
             ws=False,
@@ -111,8 +111,7 @@ class NativeWorker(RsgiWorker):
             server_cert=server_certificate(cfg.certfile) if cfg.is_ssl else None,
         )
         self.start_server(
-            asgi=app,
-            event_loop=loop,
+            app,
             threads=cfg.runtime_threads,
             mode=cfg.runtime_mode,
             ws=cfg.ws != "off",
@@ -129,7 +128,7 @@ class NativeWorker(RsgiWorker):
         if self.lifespan is not None:
             await self.lifespan.shutdown(budget)
         else:
-            await super().after_serving(budget)
+            delete_rsgi(self)
 
 
 def task_starter(loop: asyncio.AbstractEventLoop) -> Callable[[Any], Any]:

@@ -4,21 +4,21 @@
 //! futures, on the loop's thread, in one GIL-holding `drain()`. The one
 //! module that knows every adapter: the layers below it know none above.
 
+mod config;
 mod tls;
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use hyper::header::HeaderValue;
-use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use crate::asgi::{AsgiApp, HttpCycle};
 use crate::bridge::{
     complete, AppCalls, AppRun, Bridge, BridgeDispatch, Event, Forwarded, LoopCtx, Proxied,
 };
 use crate::rsgi::{HTTPProtocol, Scope, WebsocketProtocol};
-use crate::server::{Http2Config, HttpMode, Reply, RuntimeMode, Server, ServerConfig, WsConfig};
+use crate::server::{Reply, Server};
 use crate::wsgi::{AppClock, WsgiApp, WsgiDispatch};
 pub use tls::NativeTls;
 
@@ -45,149 +45,41 @@ pub struct NativeServer {
     forwarded: Option<Forwarded>,
 }
 
-fn seconds(s: f64) -> Option<Duration> {
-    (s > 0.0).then(|| Duration::from_secs_f64(s))
-}
-
 #[pymethods]
 impl NativeServer {
-    /// One of: `rsgi`, an RSGI app, each request and WebSocket session run
-    /// as an `AppRun` (app_run.rs); `wsgi`, the WSGI app called on the
-    /// runtime threads themselves (`native/src/wsgi`); `asgi`, each request
-    /// run as an `AppRun`, WebSockets by its `ws_handler`. `start_task(coro)`
-    /// makes each a Task (default: the loop's `create_task`). `fds` are
+    /// `app` is one of: an `AppCalls` (an RSGI app: each request and
+    /// WebSocket session run as an `AppRun`), an `AsgiApp` (each request
+    /// run as an `AppRun`, WebSockets by its `ws_handler`), a `WsgiApp`
+    /// (called on the runtime threads themselves, `native/src/wsgi`).
+    /// `settings`: config.rs. `proxy`: the proxy-header rules, when
+    /// `forwarded_allow_ips` trusts some peer. `start_task(coro)` makes each
+    /// app call a Task (default: the loop's `create_task`). `fds` are
     /// (fd, is_unix) of the listening sockets.
     #[new]
-    #[pyo3(signature = (*, rsgi = None, event_loop, fds, threads = 1, mode = "st", header_timeout = 10.0,
-        send_timeout = 30.0, keepalive = 2.0, limit_request_line = 4094, limit_request_fields = 100,
-        limit_request_field_size = 8190, limit_request_body = 0, limit_concurrency = 0, backpressure = 0, worker_connections = 0,
-        max_requests = 0,
-        date_header = true,
-        server_header = None, http = "auto", http2_max_concurrent_streams = 200,
-        http2_initial_stream_window_size = 1048576, http2_initial_connection_window_size = 1048576,
-        http2_max_frame_size = 16384, http2_max_headers_size = 65536,
-        http2_max_send_buffer_size = 409600, http2_keep_alive_interval = 0.0,
-        http2_keep_alive_timeout = 20.0, tls = None, ws = true, ws_max_size = 16777216,
-        ws_ping_interval = 20.0, ws_ping_timeout = 20.0, proxy = None,
-        proxy_allow = None, wsgi = None, asgi = None, start_task = None))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (app, *, event_loop, fds, settings, proxy = None, start_task = None))]
     fn new(
         py: Python<'_>,
-        rsgi: Option<Py<AppCalls>>,
+        app: &Bound<'_, PyAny>,
         event_loop: &Bound<'_, PyAny>,
         fds: Vec<(i32, bool)>,
-        threads: usize,
-        mode: &str,
-        header_timeout: f64,
-        send_timeout: f64,
-        keepalive: f64,
-        limit_request_line: usize,
-        limit_request_fields: usize,
-        limit_request_field_size: usize,
-        limit_request_body: u64,
-        limit_concurrency: usize,
-        backpressure: usize,
-        worker_connections: usize,
-        max_requests: u64,
-        date_header: bool,
-        server_header: Option<&str>,
-        http: &str,
-        http2_max_concurrent_streams: u32,
-        http2_initial_stream_window_size: u32,
-        http2_initial_connection_window_size: u32,
-        http2_max_frame_size: u32,
-        http2_max_headers_size: u32,
-        http2_max_send_buffer_size: usize,
-        http2_keep_alive_interval: f64,
-        http2_keep_alive_timeout: f64,
-        tls: Option<PyRef<'_, NativeTls>>,
-        ws: bool,
-        ws_max_size: usize,
-        ws_ping_interval: f64,
-        ws_ping_timeout: f64,
+        settings: &Bound<'_, PyDict>,
         proxy: Option<(Vec<String>, Py<PyAny>)>,
-        proxy_allow: Option<Vec<String>>,
-        wsgi: Option<PyRef<'_, WsgiApp>>,
-        asgi: Option<Py<AsgiApp>>,
         start_task: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
-        let sides = [rsgi.is_some(), wsgi.is_some(), asgi.is_some()];
-        if sides.iter().filter(|&&given| given).count() != 1 {
-            return Err(PyValueError::new_err("give one of rsgi, wsgi or asgi"));
-        }
+        let config = config::server_config(settings)?;
         let forwarded = proxy
             .map(|(names, resolve)| Forwarded::new(names, resolve))
             .transpose()?;
-        let http = match http {
-            "auto" => HttpMode::Auto,
-            "1" => HttpMode::H1,
-            "2" => HttpMode::H2,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "unknown http mode {other:?}"
-                )))
-            }
-        };
-        let mode = match mode {
-            "st" => RuntimeMode::St,
-            "mt" => RuntimeMode::Mt,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "unknown runtime mode {other:?}"
-                )))
-            }
-        };
-        let server_header = server_header
-            .map(HeaderValue::from_str)
-            .transpose()
-            .map_err(|_| PyValueError::new_err("invalid Server header value"))?;
-        // `proxy_allow`: --proxy-protocol is on and these peers must send a header.
-        let proxy = proxy_allow
-            .map(|items| crate::proxy::Allow::parse(&items))
-            .transpose()
-            .map_err(PyValueError::new_err)?;
-        let config = ServerConfig {
-            proxy,
-            threads,
-            mode,
-            header_timeout: seconds(header_timeout),
-            send_timeout: seconds(send_timeout),
-            keepalive: seconds(keepalive),
-            limit_request_line,
-            limit_request_fields,
-            limit_request_field_size,
-            limit_request_body,
-            limit_concurrency,
-            backpressure,
-            max_connections: worker_connections,
-            max_requests,
-            date_header,
-            server_header,
-            scheme: if tls.is_some() { "https" } else { "http" },
-            http,
-            http2: Http2Config {
-                max_concurrent_streams: http2_max_concurrent_streams,
-                initial_stream_window_size: http2_initial_stream_window_size,
-                initial_connection_window_size: http2_initial_connection_window_size,
-                max_frame_size: http2_max_frame_size,
-                max_header_list_size: http2_max_headers_size,
-                max_send_buffer_size: http2_max_send_buffer_size,
-                keep_alive_interval: seconds(http2_keep_alive_interval),
-                keep_alive_timeout: seconds(http2_keep_alive_timeout)
-                    .unwrap_or(Duration::from_secs(20)),
-            },
-            tls: tls.map(|t| t.config.clone()),
-            ws: ws.then(|| WsConfig {
-                max_size: ws_max_size,
-                ping_interval: seconds(ws_ping_interval),
-                ping_timeout: seconds(ws_ping_timeout),
-            }),
-        };
         let bridge = Arc::new(Bridge::new().map_err(|e| PyOSError::new_err(e.to_string()))?);
-        let app = match (rsgi, asgi, wsgi.as_ref()) {
-            (Some(calls), None, None) => App::Rsgi(calls),
-            (None, Some(app), None) => App::Asgi(app),
-            _ => App::Wsgi(Arc::new(AppClock::new(threads))),
+        let wsgi = app.extract::<PyRef<'_, WsgiApp>>().ok();
+        let app = if let Ok(calls) = app.extract::<Py<AppCalls>>() {
+            App::Rsgi(calls)
+        } else if let Ok(asgi) = app.extract::<Py<AsgiApp>>() {
+            App::Asgi(asgi)
+        } else if wsgi.is_some() {
+            App::Wsgi(Arc::new(AppClock::new(config.threads)))
+        } else {
+            return Err(PyTypeError::new_err("app: an AppCalls, AsgiApp or WsgiApp"));
         };
         let dispatch: Box<dyn crate::server::Dispatch> = match (&wsgi, &app) {
             (Some(wsgi), App::Wsgi(clock)) => Box::new(WsgiDispatch::new(py, wsgi, clock.clone())),

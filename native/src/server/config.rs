@@ -97,6 +97,36 @@ pub struct ServerConfig {
     pub proxy: Option<crate::proxy::Allow>,
 }
 
+/// The settings' defaults (supervise/settings*.py), so that a config
+/// built by hand (tests, fuzzing) names only what it changes.
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            threads: 1,
+            mode: RuntimeMode::St,
+            header_timeout: Some(Duration::from_secs(10)),
+            send_timeout: Some(Duration::from_secs(30)),
+            keepalive: Some(Duration::from_secs(2)),
+            limit_request_line: 4094,
+            limit_request_fields: 100,
+            limit_request_field_size: 8190,
+            limit_request_body: 0,
+            limit_concurrency: 0,
+            backpressure: 0,
+            max_connections: 1000,
+            max_requests: 0,
+            date_header: true,
+            server_header: Some(HeaderValue::from_static("supervise")),
+            scheme: "http",
+            http: HttpMode::Auto,
+            http2: Http2Config::default(),
+            tls: None,
+            ws: Some(super::websocket::WsConfig::default()),
+            proxy: None,
+        }
+    }
+}
+
 impl ServerConfig {
     /// The `h1` parser's limits from the settings.
     pub fn limits(&self) -> crate::h1::Limits {

@@ -16,7 +16,7 @@ use hyper::{HeaderMap, StatusCode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
-use super::config::{Http2Config, HttpMode, RuntimeMode, ServerConfig};
+use super::config::{HttpMode, ServerConfig};
 use super::connection::{serve, Builders, Proto};
 use super::exchange::{ConnInfo, Dispatch, Exchange, ExchangeBody, Reply};
 use super::runtime::Shared;
@@ -67,31 +67,18 @@ impl Dispatch for Echo {
 /// The worker's defaults, with small bodies so that limits are reached.
 pub(crate) fn config(http: HttpMode) -> ServerConfig {
     ServerConfig {
-        limit_concurrency: 0,
-        backpressure: 0,
         max_connections: 0,
-        max_requests: 0,
-        threads: 1,
-        mode: RuntimeMode::St,
-        header_timeout: Some(Duration::from_secs(10)),
-        send_timeout: Some(Duration::from_secs(30)),
         keepalive: Some(Duration::from_secs(5)),
-        limit_request_line: 4094,
-        limit_request_fields: 100,
-        limit_request_field_size: 8190,
         limit_request_body: 1 << 20,
         date_header: false,
         server_header: None,
-        scheme: "http",
         http,
-        http2: Http2Config::default(),
-        tls: None,
-        proxy: None,
         ws: Some(WsConfig {
             max_size: 1 << 16,
             ping_interval: None,
             ping_timeout: None,
         }),
+        ..ServerConfig::default()
     }
 }
 

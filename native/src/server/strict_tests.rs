@@ -7,10 +7,6 @@ use crate::server::{HttpMode, ServerConfig};
 
 fn cfg() -> ServerConfig {
     ServerConfig {
-        limit_concurrency: 0,
-        backpressure: 0,
-        max_connections: 0,
-        max_requests: 0,
         keepalive: Some(Duration::from_secs(2)),
         limit_request_body: 0,
         date_header: true,

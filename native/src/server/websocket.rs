@@ -46,6 +46,16 @@ pub struct WsConfig {
     pub ping_timeout: Option<Duration>,
 }
 
+impl Default for WsConfig {
+    fn default() -> Self {
+        WsConfig {
+            max_size: 16 << 20,
+            ping_interval: Some(Duration::from_secs(20)),
+            ping_timeout: Some(Duration::from_secs(20)),
+        }
+    }
+}
+
 /// A valid upgrade request handed to the dispatcher. Exactly one answer
 /// goes back through `answer`; dropping it unanswered is a 500.
 pub struct WsExchange {

@@ -1,0 +1,161 @@
+"""The workers that serve on the native server (tokio + hyper, native/src):
+``-k rsgi`` and ``-k native``. What they share is here; each subclass only
+says how its app is called.
+
+The network side is Rust on the listeners the worker inherited; the app
+runs in Python, on an asyncio loop (``--loop``) on the worker's main thread
+(RSGI, ASGI), or on the runtime threads themselves (WSGI on ``-k native``).
+Requests reach the loop through one queue and a wake-up socket the loop
+watches (native/src/bridge).
+
+Everything with threads is created in ``startup()``, after fork: the loop,
+then the tokio runtime(s), which start accepting at once. The heartbeat is a
+loop callback, so an app that blocks the loop makes the worker look stuck,
+as it is; requests are counted from Rust in batches at each tick.
+
+HTTP/1.1 and HTTP/2 (``--http``), in clear or over TLS: rustls, built in
+Rust from the TLS settings by ``create_tls()`` (``workers/rsgi_tls.py``).
+
+Graceful stop (TERM): the native server stops accepting and closes idle
+connections; busy HTTP/1.1 ones get ``Connection: close`` on their response,
+HTTP/2 ones a GOAWAY at once (their open streams finish). The loop
+keeps running the apps until every exchange is over or 80% of
+``graceful_timeout`` has passed; then the runtimes are shut down (what is
+left is cut) and ``after_serving`` runs the app's own shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Callable
+from time import monotonic
+from typing import Any
+
+from supervise import _native
+from supervise.workers.base import WORKER_BOOT_ERROR
+from supervise.workers.evloop import SHUTDOWN_SHARE, LoopWorker, cancel_remaining
+from supervise.workers.native_settings import native_settings
+from supervise.workers.rsgi_tls import native_tls
+
+
+def prefer_batches() -> None:
+    """SCHED_BATCH for the loop thread, as for the runtime threads (why:
+    native/src/server/sched.rs). Best effort."""
+    if hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_BATCH"):
+        with contextlib.suppress(OSError):
+            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+
+
+class NativeServerWorker(LoopWorker):
+    """A worker whose connections the native server owns. Subclasses start it
+    in ``startup()`` with ``start_server`` and may add ``after_serving``."""
+
+    def create_tls(self) -> Any:
+        """rustls from the TLS settings (never an ``ssl.SSLContext``), checked before
+        the worker is ready: a bad certificate is one line and a boot error."""
+        if not self.cfg.is_ssl:
+            return None
+        try:
+            return native_tls(self.cfg)
+        except ValueError as exc:
+            self.log.error("%s", exc)
+            raise SystemExit(WORKER_BOOT_ERROR) from None
+
+    def start_server(
+        self,
+        app: Any,
+        *,
+        threads: int,
+        mode: str,
+        ws: bool,
+        proxy: Any = None,
+        start_task: Callable[[Any], Any] | None = None,
+    ) -> None:
+        """The native server on the inherited listeners, serving ``app`` (an
+        ``AppCalls``, ``AsgiApp`` or ``WsgiApp``) with ``threads`` runtime threads
+        in ``mode``; ``proxy``: the proxy-header rules (``ProxyRules.native()``)."""
+        settings = native_settings(
+            self.cfg,
+            threads=threads,
+            mode=mode,
+            ws=ws,
+            max_requests=self.max_requests,
+            tls=self.ssl_context,
+        )
+        try:
+            self.server = _native.NativeServer(
+                app,
+                event_loop=self.loop,
+                fds=[(listener.sock.fileno(), listener.is_unix) for listener in self.listeners],
+                settings=settings,
+                proxy=proxy,
+                start_task=start_task,
+            )
+        except OSError as exc:
+            self.log.error("%s", exc)
+            raise SystemExit(WORKER_BOOT_ERROR) from None
+
+    def run(self) -> None:
+        loop = self.loop
+        loop.call_soon(self._tick)
+        try:
+            self.run_loop(self._serve())
+        finally:
+            # Before close(): a closed server counts nothing, and the requests
+            # of the last tick would be lost.
+            self._count_requests()
+            self.server.close()
+            cancel_remaining(loop)
+            loop.close()
+
+    def _count_requests(self) -> None:
+        done = self.server.take_requests()
+        if done:
+            self.request_done(done)
+
+    @property
+    def tick(self) -> float:
+        # Requests are counted at each tick: often enough that max_requests
+        # retires the worker near its number, cheap enough not to matter.
+        return min(0.1, super().tick)
+
+    def _tick(self) -> None:
+        """Heartbeat, request count, connections; a blocked loop stops it, which is
+        the point. A WSGI app (-k native) runs beside the loop: the stamp goes
+        back to when one of its threads was last free, so one request running
+        past --timeout gets the worker replaced, as with the sync worker."""
+        self.notify(busy_for=self.server.stuck_for())
+        # Without this word for a second the server stops accepting, so a
+        # blocked loop leaves new clients to the other workers.
+        self.server.beat()
+        self._count_requests()
+        self.set_active(self.server.connections())
+        self.set_in_flight(self.server.in_flight())
+        self.loop.call_later(self.tick, self._tick)
+
+    async def _serve(self) -> None:
+        await self.stop_requested
+        server = self.server
+        server.stop()
+        budget = float(self.cfg.graceful_timeout)
+        deadline = monotonic() + budget * (1 - SHUTDOWN_SHARE)
+        ours = {asyncio.current_task(), *self.background_tasks()}
+        while monotonic() < deadline:
+            apps = [t for t in asyncio.all_tasks() if t not in ours and not t.done()]
+            if server.drained() and not apps:
+                break
+            await asyncio.sleep(0.05)
+        self._count_requests()
+        server.close()
+        await self.after_serving(max(deadline - monotonic(), 0) + budget * SHUTDOWN_SHARE)
+
+    def background_tasks(self) -> list[asyncio.Task[Any]]:
+        """Tasks that live as long as the worker, which a graceful stop does not
+        wait for (the engine's lifespan task)."""
+        return []
+
+    async def after_serving(self, budget: float) -> None:
+        """Once the server is closed, with ``budget`` seconds left: the app's own
+        shutdown (RSGI: ``__rsgi_del__``; the engine's ASGI apps: lifespan)."""
