@@ -202,10 +202,21 @@ def settings_markdown() -> str:
         "page.",
         "",
     ]
+    native = [s for s in SETTINGS.values() if s.native]
     for section in SECTIONS:
         members = [s for s in SETTINGS.values() if s.section == section]
         out += [f"## {section}", ""]
         out += [", ".join(f"[{s.name}](#{s.name})" for s in members), ""]
+        if section.startswith("Native Server"):
+            # The native server reads these too; they stay in their sections
+            # because the other workers read them as well.
+            shared = [s for s in native if s.section != section]
+            out += [
+                "The native server also reads these, from other sections: "
+                + ", ".join(f"[{s.name}](#{s.name})" for s in shared)
+                + ".",
+                "",
+            ]
         for s in members:
             out += [f"### {s.name}", ""]
             if s.flags:

@@ -465,8 +465,8 @@ def _build() -> dict[str, Setting]:
     )
 
     settings_tls.declare(_adder(table, "SSL"))
-    settings_asgi.declare(_adder(table, "ASGI"))
-    settings_rsgi.declare(_adder(table, "RSGI"))
+    settings_asgi.declare(_adder(table, "Event-Loop Workers (asgi, rsgi, native)"))
+    settings_rsgi.declare(_adder(table, "Native Server (rsgi, native)"))
     settings_ops.declare_metrics(_adder(table, "Metrics"))
     settings_ops.declare_control(_adder(table, "Control"))
 

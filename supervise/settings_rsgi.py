@@ -1,4 +1,4 @@
-"""The settings of the rsgi worker's native server, declared once.
+"""The settings of the native server (``-k rsgi``, ``-k native``), declared once.
 
 Apart from settings.py only to keep that table readable; settings.py includes
 this section in its single ``SETTINGS`` table. Names follow Granian's
@@ -57,7 +57,7 @@ def backpressure(cfg: Any) -> int:
 
 
 def declare(add: Callable[..., None]) -> None:
-    """Append the RSGI section's settings through ``add`` (settings._adder)."""
+    """Append the native server's section through ``add`` (settings._adder)."""
     add(
         name="interface",
         flags=["--interface"],
@@ -75,7 +75,8 @@ def declare(add: Callable[..., None]) -> None:
         metavar="INT",
         validator=int_check(1, 1024),
         default=1,
-        help="The rsgi worker's network threads (tokio), per worker process. The app "
+        help="The native server's network threads (tokio), per worker process, for RSGI "
+        "and ASGI apps (`--threads` sets them for WSGI on `-k native`). The app "
         "itself always runs on the worker's one Python thread; more network threads "
         "only pay when parsing and writing, not the app, is the bottleneck.",
     )
@@ -85,7 +86,7 @@ def declare(add: Callable[..., None]) -> None:
         metavar="MODE",
         validator=choice_check("st", "mt"),
         default="st",
-        help="How the rsgi worker's network threads are organised: `st`, one "
+        help="How the native server's network threads are organised: `st`, one "
         "single-threaded runtime per thread, each accepting on every listener (no work "
         "stealing, no cross-thread wake-ups); `mt`, one work-stealing runtime with "
         "`runtime_threads` workers.",
