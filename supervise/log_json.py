@@ -60,7 +60,7 @@ def access_line(
         "query": environ.get("QUERY_STRING") or "",
         "protocol": _value(environ, "SERVER_PROTOCOL"),
         "status": status if isinstance(status, int) else None,
-        # rsgi's body goes out in Rust, which does not report its size: null, not 0.
+        # The body bytes sent (rsgi, native: those the app handed to Rust); none known: 0.
         "bytes": sent if isinstance(sent, int) else (0 if sent is None else None),
         "duration": round(request_time, 6),
         "referer": _value(environ, "HTTP_REFERER"),

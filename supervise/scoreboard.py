@@ -24,7 +24,7 @@ arbiter brackets it (and a slot's reset) with a sequence number, odd while
 it writes, and ``Scoreboard.snapshot`` reads again when the number moved.
 
 The byte layout is documented in docs/internals.md ("Scoreboard") so that a
-native writer (the rsgi server, later) can write the same fields.
+native writer could keep to it (the Rust server does not write here; the doc says why).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ replaces it, as it would a stuck sync worker.
 Why: the old design read heads on the main thread and queued each complete
 one to a pool thread. With the threads free to run on two cores every
 hand-off moved the GIL between cores, and ``--threads 4`` served 2.3x less
-than this design does (figures: docs/internals.md, "The gthread worker").
+than this design does (figures: docs/performance.md, "gthread: leader and follower").
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from supervise.workers.gthread_pollers import POLL_BATCH, _Epoll, _Poll
 # How long the leader may spend on one request before a waiting thread may take
 # the lead (when the leader next lets go of the GIL). Shorter hands over sooner
 # for apps that wait on I/O; the waiting thread wakes about this often while
-# requests keep coming, so it costs CPU. Chosen by measurement: docs/internals.md.
+# requests keep coming, so it costs CPU. Chosen by measurement: docs/performance.md.
 SWITCH_AFTER = 0.001
 
 
@@ -66,7 +66,7 @@ class _HoldingConnection(Connection):
     leader has run the other requests of the same poll; then that poll's
     responses leave one after the other. Each write wakes its reader: a client
     on the same host, woken once per response across cores, cost the worker
-    more than holding (figures: docs/internals.md, "The gthread worker")."""
+    more than holding (figures: docs/performance.md, "One poll's responses leave together")."""
 
     __slots__ = ("held", "may_hold")
 
