@@ -56,6 +56,6 @@ impl NativeTls {
     }
 
     fn __repr__(&self) -> String {
-        "<RsgiTls>".to_owned()
+        "<NativeTls>".to_owned()
     }
 }

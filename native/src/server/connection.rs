@@ -1,6 +1,7 @@
-//! One connection: hyper's HTTP/1.1 or HTTP/2 state machine (chosen by ALPN,
-//! `--http`, or the client's first bytes: sniff.rs), plus what hyper does not
-//! do itself: the idle timeout (hyper only has a header-read timeout, on
+//! One connection: its protocol (ALPN, `--http`, or the client's first bytes:
+//! sniff.rs), then its loop: the WSGI engine's HTTP/1.1 (wsgi/h1.rs), plain
+//! HTTP/1.1 requests without hyper (h1_direct.rs), or hyper (HTTP/2, and
+//! HTTP/1.1 after a hand-over), plus what hyper does not do itself: the idle timeout (hyper only has a header-read timeout, on
 //! HTTP/1.1) and the graceful stop.
 
 use std::io;

@@ -9,7 +9,7 @@
 //! The first request that is not one of those (a WebSocket handshake, a
 //! streamed or large upload) hands the connection to hyper with everything
 //! read so far, that request's head included: hyper serves the rest of the
-//! connection as it serves every connection when this loop is off. The
+//! connection. The
 //! switch is one way, and happens between requests, so no request is ever
 //! half-served by each.
 

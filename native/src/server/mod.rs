@@ -1,6 +1,7 @@
-//! The native HTTP server of the rsgi worker: tokio + hyper 1 on the listeners
-//! the worker inherited. It knows nothing of Python: every request becomes an
-//! `Exchange` handed to a `Dispatch` (the RSGI bridge implements it), and the
+//! The native HTTP server of the rsgi and native workers (RSGI, ASGI and WSGI
+//! apps): tokio + hyper 1 on the listeners the worker inherited. It knows
+//! nothing of Python: every request becomes an `Exchange` handed to a
+//! `Dispatch` (the bridge and the WSGI engine implement it), and the
 //! answer comes back as a `Reply` through a oneshot channel. HTTP/1.1 and
 //! HTTP/2, over TCP or unix sockets, in clear or over TLS (rustls).
 

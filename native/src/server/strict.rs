@@ -1,4 +1,4 @@
-//! DESIGN.md's parser rules for requests hyper parsed. HTTP/1.1 heads were
+//! The Python workers' parser rules (`h1`) for requests hyper parsed. HTTP/1.1 heads were
 //! checked by `h1` on the raw bytes before hyper read them (strict_io.rs),
 //! with every rule and limit of the Python workers; what is left here for
 //! them is the body limit (413 from Content-Length, before the app runs).
