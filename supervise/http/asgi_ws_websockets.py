@@ -166,10 +166,10 @@ class WebsocketsProtocol(WebSocketProtocol):
         if not eof:
             return
         if ws.close_rcvd is not None:
-            self._peer_closed(ws.close_rcvd.code, ws.close_rcvd.reason)
+            self._session_over(ws.close_rcvd.code, ws.close_rcvd.reason)
         else:
             sent = ws.close_sent
-            self._peer_failed(
+            self._session_over(
                 1006 if sent is None else sent.code, "" if sent is None else sent.reason
             )
 

@@ -28,7 +28,8 @@ from wsproto.events import (
 from wsproto.extensions import PerMessageDeflate
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
-from supervise.http.asgi_ws import CLOSED, WebSocketProtocol
+from supervise.http.asgi_ws import WebSocketProtocol
+from supervise.http.asgi_ws_machine import CLOSED
 
 _OPEN = ConnectionState.OPEN
 _REMOTE_CLOSING = ConnectionState.REMOTE_CLOSING
@@ -83,7 +84,7 @@ class WsprotoProtocol(WebSocketProtocol):
             elif isinstance(event, CloseConnection):
                 self._answer(pings)
                 self._close_frame(event)
-            if self.state is CLOSED:
+            if self.machine.state is CLOSED:
                 return frames  # failed or closed: what follows in this read is dropped
         self._answer(pings)
         return frames
@@ -125,18 +126,18 @@ class WsprotoProtocol(WebSocketProtocol):
         if conn.state is _REMOTE_CLOSING:
             # The peer started the closing handshake: echo its code.
             self.transport.write(conn.send(event.response()))
-            self._peer_closed(event.code, event.reason or "")
+            self._session_over(event.code, event.reason or "")
         elif conn.state is _OPEN:
             # wsproto reports a protocol error as a close event but leaves the
             # answer to us: send that close frame, then drop the connection.
             self._fail(event.code, event.reason or "")
         else:
             # The answer to our own close frame.
-            self._peer_closed(event.code, event.reason or "")
+            self._session_over(event.code, event.reason or "")
 
     def _fail(self, code: int, reason: str) -> None:
         self.transport.write(self._conn.send(CloseConnection(code=code, reason=reason)))
-        self._peer_failed(code, reason)
+        self._session_over(code, reason)
 
     def _frame_message(self, data: str | bytes) -> bytes:
         return self._conn.send(
