@@ -152,11 +152,35 @@ def circles(arrows: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+# server/ keeps one small import circle, hyper's kind: the dispatcher's
+# `serve_h1` is given the server's shared state, which holds the dispatcher,
+# and WebSocket sessions are served with that state. No other file may join.
+SERVER_CIRCLE = {"dispatch", "shared", "websocket", "ws_session"}
+_SERVER_PATH = re.compile(r"\b(?:super|crate::server)::(\{[^;]*?\}|[a-z_]\w*)")
+
+
+def server_files() -> dict[str, set[str]]:
+    """File of server/ -> the other files of server/ it uses."""
+    folder = SRC / "server"
+    files = {p.stem: p for p in folder.glob("*.rs")}
+    arrows: dict[str, set[str]] = {}
+    for name, path in files.items():
+        found: set[str] = set()
+        for tree in _SERVER_PATH.findall(_code(path.read_text())):
+            found |= _grouped(tree) if tree.startswith("{") else {tree}
+        arrows[name] = {f for f in found if f in files and f != name}
+    return arrows
+
+
 def main() -> int:
     arrows = uses()
     for source in sorted(arrows):
         print(f"{source:14} -> {', '.join(sorted(arrows[source])) or '-'}")
     groups, wrong = circles(arrows), forbidden(arrows)
+    for group in circles(server_files()):
+        print("server/ circle:", " <-> ".join(group))
+        if not set(group) <= SERVER_CIRCLE:
+            wrong.append(f"server/ circle beyond {sorted(SERVER_CIRCLE)}: {group}")
     for group in groups:
         print("circle:", " <-> ".join(group))
     for line in wrong:

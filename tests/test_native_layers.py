@@ -37,6 +37,12 @@ def test_the_adapters_use_the_bridge_not_one_another() -> None:
     assert not arrows["server"] & {"py", "bridge", *adapters, "native_server"}
 
 
+def test_server_keeps_its_one_small_circle() -> None:
+    layers = load()
+    for group in layers.circles(layers.server_files()):
+        assert set(group) <= layers.SERVER_CIRCLE, group
+
+
 def test_the_checker_sees_an_upward_arrow_and_a_circle() -> None:
     layers = load()
     arrows = {"server": {"bridge"}, "bridge": {"server"}, "rsgi": {"asgi"}, "asgi": set()}

@@ -15,8 +15,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use std::sync::atomic::Ordering;
 
+use super::counters::Counters;
 use super::exchange::{ConnInfo, Tracker};
-use super::runtime::Counters;
 
 const FILE_CHUNK: usize = 256 * 1024;
 
@@ -69,11 +69,10 @@ impl ExchangeGuard {
         }
     }
 
-    /// Waits for the request's `--backpressure` permit (at once without
-    /// the bound). The guard is made first, so a waiting request counts as
-    /// in flight for `--limit-concurrency` and for a graceful stop.
-    pub async fn admit(&mut self, shared: &super::Shared) {
-        self.permit = shared.app_permit().await;
+    /// Holds the request's `--backpressure` permit until the exchange ends
+    /// (gate.rs).
+    pub fn admit(&mut self, permit: Option<tokio::sync::OwnedSemaphorePermit>) {
+        self.permit = permit;
     }
 }
 
@@ -257,4 +256,17 @@ impl Framing {
             Framing::Stream { .. } => SizeHint::default(),
         }
     }
+}
+
+/// A short text answer from the server itself (limits, errors).
+pub fn plain(
+    status: hyper::StatusCode,
+    text: &'static str,
+    close: bool,
+) -> hyper::Response<ResponseBody> {
+    let headers = super::reply::text_headers(close);
+    let mut response = hyper::Response::new(ResponseBody::full(text));
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    response
 }

@@ -91,7 +91,7 @@ pub struct ServerConfig {
     /// Set: every listener speaks TLS (the ALPN list is set by `Server::start`).
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// `None`: upgrade requests are served as plain HTTP requests (`--ws off`).
-    pub ws: Option<super::websocket::WsConfig>,
+    pub ws: Option<WsConfig>,
     /// `--proxy-protocol`: the peers that must open with a PROXY header
     /// (unix-socket peers always do); `None`: the setting is off.
     pub proxy: Option<crate::proxy::Allow>,
@@ -121,7 +121,7 @@ impl Default for ServerConfig {
             http: HttpMode::Auto,
             http2: Http2Config::default(),
             tls: None,
-            ws: Some(super::websocket::WsConfig::default()),
+            ws: Some(WsConfig::default()),
             proxy: None,
         }
     }
@@ -134,6 +134,24 @@ impl ServerConfig {
             request_line: self.limit_request_line,
             fields: self.limit_request_fields,
             field_size: self.limit_request_field_size,
+        }
+    }
+}
+
+/// What `--ws-max-size`, `--ws-ping-interval` and `--ws-ping-timeout` say.
+#[derive(Debug, Clone)]
+pub struct WsConfig {
+    pub max_size: usize,
+    pub ping_interval: Option<Duration>,
+    pub ping_timeout: Option<Duration>,
+}
+
+impl Default for WsConfig {
+    fn default() -> Self {
+        WsConfig {
+            max_size: 16 << 20,
+            ping_interval: Some(Duration::from_secs(20)),
+            ping_timeout: Some(Duration::from_secs(20)),
         }
     }
 }

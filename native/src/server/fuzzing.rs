@@ -16,11 +16,15 @@ use hyper::{HeaderMap, StatusCode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
+use super::config::WsConfig;
 use super::config::{HttpMode, ServerConfig};
-use super::connection::{serve, Builders, Proto};
-use super::exchange::{ConnInfo, Dispatch, Exchange, ExchangeBody, Reply};
-use super::runtime::Shared;
-use super::websocket::{WsAnswer, WsConfig, WsExchange};
+use super::connection::{serve, Proto};
+use super::dispatch::Dispatch;
+use super::exchange::{ConnInfo, Exchange, ExchangeBody};
+use super::hyper_builders::Builders;
+use super::reply::Reply;
+use super::shared::Shared;
+use super::websocket::{WsAnswer, WsExchange};
 
 /// What a fuzz input may make the echo app hold, so a run stays small.
 const ECHO_LIMIT: usize = 64 * 1024;

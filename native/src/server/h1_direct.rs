@@ -22,12 +22,12 @@ use hyper::{HeaderMap, Method, Request, StatusCode, Uri, Version};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::body::{ExchangeGuard, Framing};
-use super::exchange::{
-    ConnInfo, Exchange, ExchangeBody, Interim, Reply, ReplySlot, Tracker, SMALL_BODY,
-};
+use super::body::Framing;
+use super::exchange::{ConnInfo, Exchange, ExchangeBody, Interim, Tracker, SMALL_BODY};
 use super::h1_wire::{Stop, Target, Wire};
-use super::runtime::Shared;
+use super::reply::Reply;
+use super::reply_batch::ReplySlot;
+use super::shared::Shared;
 use crate::h1::{self, ChunkSize, RequestHead, ResponseHead, ResponseHeadBuilder};
 
 const FILE_CHUNK: usize = 256 * 1024;
@@ -133,16 +133,6 @@ async fn exchange<I: Io>(
 ) -> bool {
     let cfg = &shared.config;
     let mut t = Target::of(h, cfg);
-    if shared.over_concurrency() {
-        let busy = Reply::text(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "Service Unavailable",
-            false,
-        );
-        let nobody = Arc::new(Tracker::default());
-        return write_reply(w, busy, t, &nobody).await;
-    }
-    let (tx, mut rx) = oneshot::channel();
     // 1xx responses are for HTTP/1.1 clients only.
     let tracker = Arc::new(if t.http11 && shared.dispatch.writes_interim() {
         Tracker::with_interim()
@@ -151,8 +141,12 @@ async fn exchange<I: Io>(
     });
     // Dropped once the reply is written (or the connection failed under it),
     // which tells the answerer the exchange is over.
-    let mut guard = ExchangeGuard::new(tracker.clone(), shared.counters.clone(), conn.clone());
-    guard.admit(shared).await;
+    let Some(guard) = shared.let_in(tracker.clone(), conn.clone()).await else {
+        let (status, text) = super::gate::BUSY;
+        let nobody = Arc::new(Tracker::default());
+        return write_reply(w, Reply::text(status, text, false), t, &nobody).await;
+    };
+    let (tx, mut rx) = oneshot::channel();
     shared.dispatch.dispatch(Exchange {
         head: parts,
         body,

@@ -21,9 +21,10 @@ use tokio::sync::watch;
 use tokio::time::{timeout, Instant, Sleep};
 
 use super::config::ServerConfig;
-use super::exchange::{BoxIo, ConnInfo};
+use super::dispatch::BoxIo;
+use super::exchange::ConnInfo;
 use super::room::Seat;
-use super::runtime::Shared;
+use super::shared::Shared;
 use crate::h1::{parse_request, ParseError, RequestHead};
 
 const READ_SIZE: usize = 16 * 1024;

@@ -11,11 +11,12 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::connection::{self, Proto};
+use super::counters::Held;
 use super::exchange::ConnInfo;
 use super::proxy_read::read_header;
 use super::room::{Admission, Room, Ticket};
-use super::runtime::{Held, Shared};
 use super::send_file::SendFile;
+use super::shared::Shared;
 use super::sniff::Prefixed;
 use super::tls;
 

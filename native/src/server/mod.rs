@@ -11,14 +11,19 @@ pub mod app_fields;
 mod body;
 mod config;
 mod connection;
+mod counters;
+mod dispatch;
 mod exchange;
 mod fin_watch;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
+mod gate;
 mod h1_direct;
 pub(crate) mod h1_wire;
+mod hyper_builders;
 mod listener;
 mod proxy_read;
+mod reply;
 mod reply_batch;
 mod request_body;
 mod room;
@@ -26,6 +31,7 @@ mod runtime;
 mod sched;
 mod send_file;
 mod service;
+mod shared;
 mod sniff;
 mod strict;
 mod strict_io;
@@ -36,17 +42,18 @@ mod write_stall;
 mod ws_session;
 
 pub use body::ResponseBody;
-pub use config::{Http2Config, HttpMode, RuntimeMode, ServerConfig};
-pub use exchange::{
-    BoxIo, ConnInfo, Dispatch, Exchange, ExchangeBody, Reply, ReplySlot, Served, TlsInfo, Tracker,
-    SMALL_BODY,
-};
+pub use config::{Http2Config, HttpMode, RuntimeMode, ServerConfig, WsConfig};
+pub use dispatch::{BoxIo, Dispatch, Served};
+pub use exchange::{ConnInfo, Exchange, ExchangeBody, TlsInfo, Tracker, SMALL_BODY};
 pub use fin_watch::client_fin;
+pub use reply::Reply;
+pub use reply_batch::ReplySlot;
 pub use reply_batch::{batch_on_this_thread, flush as flush_replies, new_round, stop_batching};
 pub use request_body::{BodyRead, BodyStream};
-pub use runtime::{Server, Shared};
+pub use runtime::Server;
 pub use sched::make_way;
 pub use send_file::SendFile;
+pub use shared::Shared;
 pub use tls::{load as load_tls, ClientAuth, TlsFiles};
-pub use websocket::{WsAccept, WsAnswer, WsConfig, WsExchange};
-pub use ws_session::{WsIn, WsInbox};
+pub use websocket::{WsAnswer, WsExchange};
+pub use ws_session::{WsAccept, WsIn, WsInbox};

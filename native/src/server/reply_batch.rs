@@ -17,7 +17,8 @@ use std::sync::Arc;
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
-use super::exchange::Reply;
+use super::reply::Reply;
+use std::sync::Mutex;
 
 type Pending = (oneshot::Sender<Reply>, Reply);
 
@@ -124,5 +125,49 @@ pub fn flush() {
                 let _ = tx.send(reply);
             }
         });
+    }
+}
+
+/// Where the reply goes; only the first `send` counts, whoever sends it (the
+/// app, or the body reader answering 413).
+#[derive(Clone)]
+pub struct ReplySlot {
+    tx: Arc<Mutex<Option<oneshot::Sender<Reply>>>>,
+    /// The runtime of the connection (a batched reply is sent there).
+    runtime: Arc<tokio::runtime::Handle>,
+}
+
+impl ReplySlot {
+    /// On the connection's runtime thread.
+    pub fn new(tx: oneshot::Sender<Reply>) -> Self {
+        ReplySlot {
+            tx: Arc::new(Mutex::new(Some(tx))),
+            runtime: current_runtime(),
+        }
+    }
+
+    /// False when a reply was already sent (or the request is gone). On the
+    /// loop's thread the reply waits for the batch (reply_batch.rs).
+    pub fn send(&self, reply: Reply) -> bool {
+        let tx = self.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match tx {
+            Some(tx) if tx.is_closed() => false,
+            Some(tx) if should_defer() => {
+                defer(&self.runtime, tx, reply);
+                true
+            }
+            Some(tx) => tx.send(reply).is_ok(),
+            None => false,
+        }
+    }
+
+    /// The runtime that owns the request's connection (its body reads and
+    /// backpressured writes run there).
+    pub fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.runtime
+    }
+
+    pub fn sent(&self) -> bool {
+        self.tx.lock().unwrap_or_else(|e| e.into_inner()).is_none()
     }
 }

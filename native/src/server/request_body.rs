@@ -11,7 +11,9 @@ use http_body_util::BodyExt;
 use hyper::body::{Body, Incoming};
 use hyper::StatusCode;
 
-use super::exchange::{ConnInfo, Reply, ReplySlot};
+use super::exchange::ConnInfo;
+use super::reply::Reply;
+use super::reply_batch::ReplySlot;
 use crate::h1::chunked::FORBIDDEN_TRAILERS;
 
 /// What one read of a request body gave.

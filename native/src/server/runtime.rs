@@ -2,171 +2,18 @@
 //! the handle Python holds: stop accepting, count, shut down.
 
 use std::io;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{watch, Semaphore};
 
 use super::config::{RuntimeMode, ServerConfig};
-use super::exchange::Dispatch;
+use super::dispatch::Dispatch;
 use super::listener::{self, ListenFd};
 use super::sched;
-
-#[derive(Default)]
-pub struct Counters {
-    /// Accept loops still running: until they are all gone a connection may
-    /// still arrive, so the worker cannot call the server drained.
-    accepting: AtomicUsize,
-    connections: AtomicUsize,
-    in_flight: AtomicUsize,
-    /// Finished requests not yet reported to the worker (it counts in batches).
-    requests: AtomicU64,
-    /// Requests begun since the start.
-    begun: AtomicU64,
-    /// When the worker's loop last said it was alive (coarse ns, plus one);
-    /// 0 before its first word, which counts as alive.
-    loop_beat: AtomicU64,
-}
-
-/// A loop silent this long is stuck: the accept loops stop taking
-/// connections until it speaks again. The worker's tick speaks every 0.1 s.
-const LOOP_STUCK_AFTER_NS: u64 = 1_000_000_000;
-/// How often a paused accept loop looks again.
-const STUCK_RECHECK: std::time::Duration = std::time::Duration::from_millis(50);
-
-impl Counters {
-    /// The worker's loop is alive (its tick, `NativeServer::beat`).
-    pub fn loop_beat(&self) {
-        let now = crate::coarse_clock::monotonic_ns() + 1;
-        self.loop_beat.store(now, Ordering::Relaxed);
-    }
-
-    fn loop_stuck(&self) -> bool {
-        let beat = self.loop_beat.load(Ordering::Relaxed);
-        beat != 0 && crate::coarse_clock::monotonic_ns() + 1 - beat > LOOP_STUCK_AFTER_NS
-    }
-
-    /// Waits while the worker's loop is stuck. A connection accepted then
-    /// would wait for the loop, and die with the worker if `--timeout`
-    /// kills it; left in the backlog, another worker (or this one's
-    /// replacement) takes it.
-    pub async fn loop_alive(&self) {
-        while self.loop_stuck() {
-            tokio::time::sleep(STUCK_RECHECK).await;
-        }
-    }
-
-    /// Resolves once the loop has gone silent long enough to be stuck: an
-    /// accept loop already waiting for a connection gives up its wait then.
-    /// While the loop speaks, this wakes about once per LOOP_STUCK_AFTER.
-    pub async fn loop_goes_stuck(&self) {
-        loop {
-            let beat = self.loop_beat.load(Ordering::Relaxed);
-            let now = crate::coarse_clock::monotonic_ns() + 1;
-            let left = if beat == 0 {
-                LOOP_STUCK_AFTER_NS
-            } else {
-                (beat + LOOP_STUCK_AFTER_NS).saturating_sub(now)
-            };
-            if left == 0 {
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_nanos(left)).await;
-        }
-    }
-
-    /// Counted from before the accept loop is spawned until it ends (or is dropped).
-    pub fn accepting(self: &Arc<Self>) -> Held {
-        Held::new(self.clone(), |c| &c.accepting)
-    }
-    /// Counted from the moment `accept()` returned, not from the connection
-    /// task's first poll: in between, a stopping worker would see no
-    /// connection and shut the runtime down under it.
-    pub fn connection(self: &Arc<Self>) -> Held {
-        Held::new(self.clone(), |c| &c.connections)
-    }
-    /// Connections open now, from their accept.
-    pub fn open(&self) -> usize {
-        self.connections.load(Ordering::Relaxed)
-    }
-    pub fn in_flight(&self) -> usize {
-        self.in_flight.load(Ordering::Relaxed)
-    }
-    /// The request's number in this worker, from 1.
-    pub fn begin_request(&self) -> u64 {
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
-        self.begun.fetch_add(1, Ordering::Relaxed) + 1
-    }
-    pub fn end_request(&self) {
-        self.in_flight.fetch_sub(1, Ordering::Relaxed);
-        self.requests.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// One unit of a counter, given back when dropped: a task dropped unpolled
-/// at runtime shutdown gives it back too.
-pub struct Held {
-    counters: Arc<Counters>,
-    field: fn(&Counters) -> &AtomicUsize,
-}
-
-impl Held {
-    fn new(counters: Arc<Counters>, field: fn(&Counters) -> &AtomicUsize) -> Held {
-        field(&counters).fetch_add(1, Ordering::AcqRel);
-        Held { counters, field }
-    }
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        (self.field)(&self.counters).fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-pub struct Shared {
-    pub config: ServerConfig,
-    pub http: super::connection::Builders,
-    /// Set when the listeners speak TLS.
-    pub tls: Option<tokio_rustls::TlsAcceptor>,
-    pub dispatch: Box<dyn Dispatch>,
-    /// `--worker-connections`; `None`: no cap.
-    pub room: Option<Arc<super::room::Room>>,
-    /// `--backpressure`: one permit per request with the app; `None`: no bound.
-    pub app_permits: Option<Arc<Semaphore>>,
-    pub counters: Arc<Counters>,
-    /// Set on a graceful stop: every response not yet sent says `Connection: close`.
-    pub stopping: std::sync::atomic::AtomicBool,
-    /// The same stop, for what awaits it (WebSocket sessions close with 1012).
-    pub stop_rx: watch::Receiver<bool>,
-}
-
-impl Shared {
-    /// Whether the response to the request numbered `ordinal` ends its
-    /// HTTP/1.x connection: the worker stops, or retires after it.
-    pub fn closes_after(&self, ordinal: u64) -> bool {
-        let max = self.config.max_requests;
-        (max > 0 && ordinal >= max) || self.stopping.load(Ordering::Acquire)
-    }
-
-    /// `--backpressure`: waits until fewer than that many requests are with
-    /// the app. Requests count, not connections: an idle keep-alive
-    /// connection holds no permit. The permit goes with the request's
-    /// `ExchangeGuard`, so it is given back once the response is written
-    /// (or the connection is gone).
-    pub async fn app_permit(&self) -> Option<OwnedSemaphorePermit> {
-        let permits = self.app_permits.as_ref()?;
-        // Never closed, so acquiring only fails if it were.
-        permits.clone().acquire_owned().await.ok()
-    }
-
-    /// `--limit-concurrency`: a new request now gets a 503.
-    pub fn over_concurrency(&self) -> bool {
-        let limit = self.config.limit_concurrency;
-        limit > 0 && self.counters.in_flight() >= limit
-    }
-}
+use super::shared::Shared;
 
 pub struct Server {
     shared: Arc<Shared>,
@@ -187,7 +34,7 @@ impl Server {
             .map(|t| tokio_rustls::TlsAcceptor::from(super::tls::with_alpn(t, config.http)));
         let (stop, stop_rx) = watch::channel(false);
         let shared = Arc::new(Shared {
-            http: super::connection::Builders::new(&config),
+            http: super::hyper_builders::Builders::new(&config),
             tls,
             room: (config.max_connections > 0)
                 .then(|| super::room::Room::new(config.max_connections)),
@@ -296,7 +143,7 @@ impl Server {
     }
 
     pub fn connections(&self) -> usize {
-        self.shared.counters.connections.load(Ordering::Relaxed)
+        self.shared.counters.open()
     }
 
     /// After `stop()`: every accept loop has ended and no connection or
@@ -304,14 +151,11 @@ impl Server {
     /// connection is counted before its accept loop can end, an exchange
     /// before its connection) so that nothing slips between the reads.
     pub fn drained(&self) -> bool {
-        let c = &self.shared.counters;
-        c.accepting.load(Ordering::Acquire) == 0
-            && c.connections.load(Ordering::Acquire) == 0
-            && c.in_flight.load(Ordering::Acquire) == 0
+        self.shared.counters.drained()
     }
 
     pub fn in_flight(&self) -> usize {
-        self.shared.counters.in_flight.load(Ordering::Relaxed)
+        self.shared.counters.in_flight()
     }
 
     pub fn beat(&self) {
@@ -319,7 +163,7 @@ impl Server {
     }
 
     pub fn take_requests(&self) -> u64 {
-        self.shared.counters.requests.swap(0, Ordering::Relaxed)
+        self.shared.counters.take_requests()
     }
 
     /// Ends every runtime (connections still open are dropped) and joins

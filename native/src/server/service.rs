@@ -14,9 +14,12 @@ use std::io::SeekFrom;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::oneshot;
 
+use super::body::plain;
 use super::body::{ExchangeGuard, Framing, ResponseBody};
-use super::exchange::{ConnInfo, Exchange, ExchangeBody, Reply, ReplySlot, Tracker};
-use super::runtime::Shared;
+use super::exchange::{ConnInfo, Exchange, ExchangeBody, Tracker};
+use super::reply::Reply;
+use super::reply_batch::ReplySlot;
+use super::shared::Shared;
 use super::strict;
 use super::websocket;
 
@@ -74,22 +77,14 @@ async fn answer(
         let response = plain(StatusCode::NOT_IMPLEMENTED, "Unknown :protocol", false);
         return with_server(response, &shared.config.server_header);
     }
-    if shared.over_concurrency() {
-        return with_server(
-            plain(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Service Unavailable",
-                false,
-            ),
-            &shared.config.server_header,
-        );
-    }
-    let (tx, rx) = oneshot::channel();
     let tracker = Arc::new(Tracker::default());
     // Dropped with the response body (written or cut off), or here when the
     // connection goes away while the app is still working.
-    let mut guard = ExchangeGuard::new(tracker.clone(), shared.counters.clone(), conn.clone());
-    guard.admit(&shared).await;
+    let Some(guard) = shared.let_in(tracker.clone(), conn.clone()).await else {
+        let (status, text) = super::gate::BUSY;
+        return with_server(plain(status, text, false), &shared.config.server_header);
+    };
+    let (tx, rx) = oneshot::channel();
     let ordinal = guard.ordinal;
     shared.dispatch.dispatch(Exchange {
         head,
@@ -219,15 +214,6 @@ pub(super) fn open_file(
         file,
         remaining: end.saturating_sub(start),
     })
-}
-
-/// A short text answer from the server itself (limits, errors).
-pub fn plain(status: StatusCode, text: &'static str, close: bool) -> Response<ResponseBody> {
-    let headers = super::exchange::text_headers(close);
-    let mut response = Response::new(ResponseBody::full(text));
-    *response.status_mut() = status;
-    *response.headers_mut() = headers;
-    response
 }
 
 fn with_server(

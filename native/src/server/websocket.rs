@@ -25,36 +25,17 @@ use hyper::header::{
 use hyper::http::request::Parts;
 use hyper::upgrade::OnUpgrade;
 use hyper::{HeaderMap, Method, Response, StatusCode, Version};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
-use tokio_tungstenite::tungstenite::Message;
 
+use super::body::plain;
 use super::body::{ExchangeGuard, Framing, ResponseBody};
 use super::exchange::{ConnInfo, Tracker};
-use super::runtime::Shared;
-use super::service::plain;
-use super::ws_session::{self, WsInbox};
+use super::shared::Shared;
+use super::ws_session::{self, WsAccept};
 
 /// The app's time to accept or refuse before the client gets 503.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// What `--ws-max-size`, `--ws-ping-interval` and `--ws-ping-timeout` say.
-#[derive(Debug, Clone)]
-pub struct WsConfig {
-    pub max_size: usize,
-    pub ping_interval: Option<Duration>,
-    pub ping_timeout: Option<Duration>,
-}
-
-impl Default for WsConfig {
-    fn default() -> Self {
-        WsConfig {
-            max_size: 16 << 20,
-            ping_interval: Some(Duration::from_secs(20)),
-            ping_timeout: Some(Duration::from_secs(20)),
-        }
-    }
-}
 
 /// A valid upgrade request handed to the dispatcher. Exactly one answer
 /// goes back through `answer`; dropping it unanswered is a 500.
@@ -78,22 +59,6 @@ pub enum WsAnswer {
         body: bytes::Bytes,
     },
     Accept(WsAccept),
-}
-
-/// The channels of an accepted session, made by the answerer.
-pub struct WsAccept {
-    /// Where received messages go (the answerer reads them out).
-    pub inbox: Arc<WsInbox>,
-    /// Messages to send, in order; the sender awaits when it is full.
-    pub outgoing: mpsc::Receiver<Message>,
-    /// The close code and reason the app ends the session with.
-    pub close: oneshot::Receiver<(u16, String)>,
-    /// Fields the 101 carries besides the handshake's own
-    /// (Sec-WebSocket-Protocol, an app's Set-Cookie).
-    pub headers: HeaderMap,
-    /// Called once: true when the 101 is written and frames flow, false when
-    /// the client left before that.
-    pub opened: Box<dyn FnOnce(bool) + Send>,
 }
 
 fn has_token(headers: &HeaderMap, name: hyper::header::HeaderName, token: &str) -> bool {

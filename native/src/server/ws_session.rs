@@ -35,6 +35,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::{Sink, Stream};
 use hyper::upgrade::{OnUpgrade, Upgraded};
+use hyper::HeaderMap;
 use hyper_util::rt::TokioIo;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, Sleep};
@@ -44,8 +45,7 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message, Utf8Bytes};
 use tokio_tungstenite::WebSocketStream;
 
 use super::body::ExchangeGuard;
-use super::runtime::Shared;
-use super::websocket::WsAccept;
+use super::shared::Shared;
 use super::write_stall::StallIo;
 
 /// RFC 6455 7.1.5: the connection broke without a close frame.
@@ -524,4 +524,20 @@ fn failure_code(e: &WsError) -> Option<u16> {
         WsError::Protocol(_) => Some(1002),
         _ => None,
     }
+}
+
+/// The channels of an accepted session, made by the answerer.
+pub struct WsAccept {
+    /// Where received messages go (the answerer reads them out).
+    pub inbox: Arc<WsInbox>,
+    /// Messages to send, in order; the sender awaits when it is full.
+    pub outgoing: mpsc::Receiver<Message>,
+    /// The close code and reason the app ends the session with.
+    pub close: oneshot::Receiver<(u16, String)>,
+    /// Fields the 101 carries besides the handshake's own
+    /// (Sec-WebSocket-Protocol, an app's Set-Cookie).
+    pub headers: HeaderMap,
+    /// Called once: true when the 101 is written and frames flow, false when
+    /// the client left before that.
+    pub opened: Box<dyn FnOnce(bool) + Send>,
 }

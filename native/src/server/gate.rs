@@ -1,0 +1,65 @@
+//! The request gate: the rules every loop that serves requests applies to
+//! each one, decided here once. hyper's service (service.rs) and the direct
+//! HTTP/1.1 loop (h1_direct.rs) let a request in through `let_in`:
+//! `--limit-concurrency` first (past it, a 503 and nothing else), then
+//! `--backpressure` (the request waits, unread by the app, for a permit),
+//! the request counted in flight from the moment it passes the first test,
+//! so that a waiting one counts for the limit and for a graceful stop.
+//! After it, every HTTP/1.x loop (the WSGI engine's wsgi/h1.rs too) asks
+//! `closes_after` whether its connection ends with this response.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::body::ExchangeGuard;
+use super::exchange::{ConnInfo, Tracker};
+use super::shared::Shared;
+
+/// What a request past `--limit-concurrency` is answered.
+pub const BUSY: (hyper::StatusCode, &str) = (
+    hyper::StatusCode::SERVICE_UNAVAILABLE,
+    "Service Unavailable",
+);
+
+impl Shared {
+    /// The request in, counted, with its `--backpressure` permit once it
+    /// has one; `None` when it must be answered `BUSY` instead.
+    pub async fn let_in(
+        &self,
+        tracker: Arc<Tracker>,
+        conn: Arc<ConnInfo>,
+    ) -> Option<ExchangeGuard> {
+        if self.over_concurrency() {
+            return None;
+        }
+        let mut guard = ExchangeGuard::new(tracker, self.counters.clone(), conn);
+        guard.admit(self.app_permit().await);
+        Some(guard)
+    }
+
+    /// Whether the response to the request numbered `ordinal` ends its
+    /// HTTP/1.x connection: the worker stops, or retires after it.
+    pub fn closes_after(&self, ordinal: u64) -> bool {
+        let max = self.config.max_requests;
+        (max > 0 && ordinal >= max) || self.stopping.load(Ordering::Acquire)
+    }
+
+    /// `--backpressure`: waits until fewer than that many requests are with
+    /// the app. Requests count, not connections: an idle keep-alive
+    /// connection holds no permit. The permit goes with the request's
+    /// `ExchangeGuard`, so it is given back once the response is written
+    /// (or the connection is gone).
+    async fn app_permit(&self) -> Option<OwnedSemaphorePermit> {
+        let permits = self.app_permits.as_ref()?;
+        // Never closed, so acquiring only fails if it were.
+        permits.clone().acquire_owned().await.ok()
+    }
+
+    /// `--limit-concurrency`: a new request now gets a 503.
+    fn over_concurrency(&self) -> bool {
+        let limit = self.config.limit_concurrency;
+        limit > 0 && self.counters.in_flight() >= limit
+    }
+}
