@@ -17,6 +17,36 @@ pub use ws_protocol::WebsocketProtocol;
 
 use pyo3::prelude::*;
 
+use crate::bridge::{Finish, ProtocolObject};
+
+/// An RSGI protocol object as `AppRun` runs it: the app is called with the
+/// scope and the object itself, which answers what the app left unanswered.
+macro_rules! protocol_object {
+    ($class:ty) => {
+        impl ProtocolObject for Py<$class> {
+            fn call_app(
+                &self,
+                py: Python<'_>,
+                app: &Py<PyAny>,
+                scope: Py<PyAny>,
+            ) -> PyResult<Py<PyAny>> {
+                app.call1(py, (scope, self.clone_ref(py)))
+            }
+
+            fn finish(&self, error: bool) -> Finish {
+                self.get().finish(error)
+            }
+
+            fn object(&self, py: Python<'_>) -> Py<PyAny> {
+                self.clone_ref(py).into_any()
+            }
+        }
+    };
+}
+
+protocol_object!(HTTPProtocol);
+protocol_object!(WebsocketProtocol);
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add(

@@ -386,20 +386,6 @@ impl HTTPProtocol {
     }
 }
 
-impl crate::bridge::ProtocolObject for Py<HTTPProtocol> {
-    fn call_app(&self, py: Python<'_>, app: &Py<PyAny>, scope: Py<PyAny>) -> PyResult<Py<PyAny>> {
-        app.call1(py, (scope, self.clone_ref(py)))
-    }
-
-    fn finish(&self, error: bool) -> Finish {
-        self.get().finish(error)
-    }
-
-    fn object(&self, py: Python<'_>) -> Py<PyAny> {
-        self.clone_ref(py).into_any()
-    }
-}
-
 impl HTTPProtocol {
     /// Called by `AppRun` when the app returned (`error` False) or raised:
     /// a 500 when nothing was sent, a cut connection when a stream is open.

@@ -281,20 +281,6 @@ fn extra_headers(pairs: Vec<(Vec<u8>, Vec<u8>)>) -> PyResult<hyper::HeaderMap> {
     Ok(map)
 }
 
-impl crate::bridge::ProtocolObject for Py<WebsocketProtocol> {
-    fn call_app(&self, py: Python<'_>, app: &Py<PyAny>, scope: Py<PyAny>) -> PyResult<Py<PyAny>> {
-        app.call1(py, (scope, self.clone_ref(py)))
-    }
-
-    fn finish(&self, error: bool) -> Finish {
-        self.get().finish(error)
-    }
-
-    fn object(&self, py: Python<'_>) -> Py<PyAny> {
-        self.clone_ref(py).into_any()
-    }
-}
-
 impl WebsocketProtocol {
     /// Called when the app returned (`error` False) or raised: the
     /// handshake refused (403, or 500) if not answered, else the session
