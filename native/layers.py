@@ -23,7 +23,7 @@ SRC = Path(__file__).resolve().parent / "src"
 # Lowest first. A module may use any module of a lower layer, and its own
 # layer's only where the layer says so (None: every one of them).
 LAYERS: list[tuple[str, set[str], bool]] = [
-    ("leaves", {"coarse_clock", "x509_name", "heap", "proxy", "relay", "h1"}, True),
+    ("leaves", {"coarse_clock", "x509_name", "heap", "proxy", "relay", "http1_codec"}, True),
     ("python face of the leaves", {"py"}, False),
     ("server (no Python types)", {"server"}, False),
     ("bridge (the Python boundary)", {"bridge"}, False),
@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, set[str], bool]] = [
     ("the handle Python holds", {"native_server"}, False),
 ]
 # Leaves that use other leaves.
-LEAF_ARROWS = {("h1", "coarse_clock"), ("relay", "h1")}
+LEAF_ARROWS = {("http1_codec", "coarse_clock"), ("relay", "http1_codec")}
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _STRING = re.compile(r'"(?:\\.|[^"\\])*"')

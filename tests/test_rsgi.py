@@ -245,7 +245,7 @@ def test_keep_alive_and_pipelining(rsgi):
 
 @pytest.mark.parametrize("kind", ["rsgi", "native-asgi"])
 def test_one_connection_moves_to_hyper_mid_stream(start_server, kind):
-    """Plain requests are served without hyper (h1_direct.rs) until one needs
+    """Plain requests are served without hyper (direct_http1.rs) until one needs
     it (here a chunked upload, then a 100-continue one): hyper takes the
     connection from that request on, with the requests pipelined behind it,
     and nothing is lost or answered twice."""

@@ -1,11 +1,11 @@
 //! `supervise._native`: the parts of the server that run for every request.
-//! `h1` is plain Rust; `py` exposes it to the Python workers.
+//! `http1_codec` is plain Rust; `py` exposes it to the Python workers.
 
 mod asgi;
 mod bridge;
 mod coarse_clock;
-pub mod h1;
 mod heap;
+pub mod http1_codec;
 mod native_server;
 pub mod proxy;
 pub(crate) mod py;

@@ -3,7 +3,7 @@
 //! verdict, the same trailers and leftover bytes.
 #![no_main]
 
-use _native::h1::ChunkedDecoder;
+use _native::http1_codec::ChunkedDecoder;
 use libfuzzer_sys::fuzz_target;
 
 const LIMIT: u64 = 4096;

@@ -1,4 +1,4 @@
-//! A whole HTTP/1.1 connection (strict_io, hyper, the service) fed arbitrary
+//! A whole HTTP/1.1 connection (precheck_io, hyper, the service) fed arbitrary
 //! client bytes in arbitrary pieces: no panic, no hang, and whatever the
 //! server writes is HTTP/1.x responses (hyper answers an HTTP/1.0
 //! request in kind).

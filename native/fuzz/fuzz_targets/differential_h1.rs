@@ -1,5 +1,5 @@
 //! Differential: a head that the strict parser (`h1::parse_request`, the
-//! check strict_io.rs applies before hyper reads a byte) accepts must be
+//! check precheck_io.rs applies before hyper reads a byte) accepts must be
 //! read the same way by hyper's own HTTP/1.1 server parser, which is what
 //! the service then sees: the same method, target, version, fields (per
 //! name, the values in order) and body framing. hyper refusing such a head,

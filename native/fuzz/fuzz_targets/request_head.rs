@@ -4,7 +4,7 @@
 //! same fields.
 #![no_main]
 
-use _native::h1::{parse_request, Limits, RequestHead};
+use _native::http1_codec::{parse_request, Limits, RequestHead};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

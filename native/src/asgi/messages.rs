@@ -10,7 +10,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString, PyTuple};
 
-use crate::h1::{check_field, AppField};
+use crate::http1_codec::{check_field, AppField};
 use crate::py::text::with_bytes;
 use crate::server::app_fields;
 

@@ -1,6 +1,6 @@
 //! hyper's request head seen as `py::environ` reads heads: the same keys for
-//! a request whichever server parsed it. HTTP/1.1 heads were checked by `h1`
-//! on the raw bytes before hyper saw them (server/strict_io.rs); HTTP/2 ones
+//! a request whichever server parsed it. HTTP/1.1 heads were checked by `http1_codec`
+//! on the raw bytes before hyper saw them (server/precheck_io.rs); HTTP/2 ones
 //! by h2 and `strict::check_h2`.
 
 use std::borrow::Cow;
@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use hyper::http::request::Parts;
 use hyper::Version;
 
-use crate::h1::target::percent_decode;
+use crate::http1_codec::target::percent_decode;
 use crate::py::environ::HeadView;
 
 pub struct HyperHead<'a> {

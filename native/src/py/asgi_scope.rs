@@ -1,5 +1,5 @@
 //! The ASGI scope's request keys, one builder for every server: the asgi
-//! worker fills them from the `h1` head it parsed (`Request.asgi_scope`), the
+//! worker fills them from the `http1_codec` head it parsed (`Request.asgi_scope`), the
 //! native engine from hyper's head (`asgi::cycle`). Both read the head through
 //! `HeadView`, as the WSGI environ builder does, so path decoding, root_path
 //! and the header list follow one set of rules.

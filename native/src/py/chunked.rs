@@ -5,11 +5,11 @@ use pyo3::types::{PyBytes, PyList, PyTuple};
 
 use super::errors::to_pyerr;
 use super::text::with_bytes;
-use crate::h1;
+use crate::http1_codec;
 
 #[pyclass(module = "supervise._native", name = "ChunkedDecoder")]
 pub struct ChunkedDecoder {
-    inner: h1::ChunkedDecoder,
+    inner: http1_codec::ChunkedDecoder,
     // Reused across feeds so that steady streaming allocates nothing here.
     out: Vec<u8>,
 }
@@ -20,7 +20,7 @@ impl ChunkedDecoder {
     #[pyo3(signature = (limit_body = 0))]
     fn new(limit_body: u64) -> Self {
         ChunkedDecoder {
-            inner: h1::ChunkedDecoder::new(limit_body),
+            inner: http1_codec::ChunkedDecoder::new(limit_body),
             out: Vec::new(),
         }
     }

@@ -1,5 +1,5 @@
 //! The WSGI environ's request keys, one builder for every server: the Python
-//! workers fill it from the `h1` head they parsed, the native engine from
+//! workers fill it from the `http1_codec` head they parsed, the native engine from
 //! hyper's head (`wsgi::head`). Both go through `HeadView`, so PATH_INFO,
 //! SCRIPT_NAME, repeated fields and the HTTP_* names follow one set of rules.
 
@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
 use super::text::{latin1, latin1_bytes};
-use crate::h1::{RequestHead, Version};
+use crate::http1_codec::{RequestHead, Version};
 
 /// What the environ builder reads from a request head.
 pub trait HeadView {

@@ -3,7 +3,7 @@
 use pyo3::intern;
 use pyo3::prelude::*;
 
-use crate::h1;
+use crate::http1_codec;
 
 pyo3::create_exception!(
     supervise._native,
@@ -12,7 +12,7 @@ pyo3::create_exception!(
     "Invalid or over-limit HTTP input; `.status` is the code to answer, `.reason` why."
 );
 
-pub fn to_pyerr(py: Python<'_>, e: h1::ParseError) -> PyErr {
+pub fn to_pyerr(py: Python<'_>, e: http1_codec::ParseError) -> PyErr {
     let err = ParseError::new_err(e.reason);
     let value = err.value(py);
     // Setting attributes on a fresh exception instance cannot fail short of

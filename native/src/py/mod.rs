@@ -1,4 +1,4 @@
-//! The Python face of `h1`, `proxy`, `relay` and `x509_name`: thin conversions, nothing decided here.
+//! The Python face of `http1_codec`, `proxy`, `relay` and `x509_name`: thin conversions, nothing decided here.
 
 pub(crate) mod asgi_scope;
 pub(crate) mod body_bytes;

@@ -12,7 +12,7 @@ use super::asgi_scope;
 use super::environ::{self, method_str};
 use super::errors::to_pyerr;
 use super::text::{latin1, with_bytes};
-use crate::h1::{parse_request, Limits, RequestHead, Version};
+use crate::http1_codec::{parse_request, Limits, RequestHead, Version};
 
 /// Parses request heads under fixed limits (one parser per worker).
 #[pyclass(module = "supervise._native", frozen)]

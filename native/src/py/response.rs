@@ -5,7 +5,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString, PyTuple};
 
 use super::text::latin1_bytes;
-use crate::h1::{self, ResponseHeadBuilder};
+use crate::http1_codec::{self, ResponseHeadBuilder};
 
 /// `(head, content_length, chunked, keep_alive)` for a WSGI response (status
 /// and headers are latin-1 str, as PEP 3333 says); content_length is the
@@ -98,7 +98,7 @@ pub fn asgi_response_head<'py>(
     let http11 = http_version != "1.0";
     let code =
         final_status(status).ok_or_else(|| PyValueError::new_err(final_status_error(status)))?;
-    let line = format!("{code} {}", h1::reason_phrase(code));
+    let line = format!("{code} {}", http1_codec::reason_phrase(code));
     let mut b = ResponseHeadBuilder::new(line.trim_end().as_bytes(), http11, keep_alive, is_head)
         .map_err(PyValueError::new_err)?;
     for item in headers.try_iter()? {
@@ -146,11 +146,11 @@ pub fn set_server_header(value: Option<&Bound<'_, PyString>>) -> PyResult<()> {
     let bytes = value
         .map(|v| latin1_bytes(v, "Server header"))
         .transpose()?;
-    h1::set_server_header(bytes.as_deref()).map_err(PyValueError::new_err)
+    http1_codec::set_server_header(bytes.as_deref()).map_err(PyValueError::new_err)
 }
 
 /// Whether responses get a Date header when the app set none.
 #[pyfunction]
 pub fn set_date_header(on: bool) {
-    h1::set_date_header(on);
+    http1_codec::set_date_header(on);
 }

@@ -12,7 +12,7 @@ use pyo3::types::PyString;
 
 use super::headers::Headers;
 use crate::bridge::Proxied;
-use crate::h1::target::percent_decode;
+use crate::http1_codec::target::percent_decode;
 use crate::server::ConnInfo;
 
 pub const RSGI_VERSION: &str = "1.5";

@@ -217,7 +217,7 @@ impl WebsocketProtocol {
         let fields = headers
             .iter()
             .map(|(n, v)| {
-                crate::h1::check_field(n, v)
+                crate::http1_codec::check_field(n, v)
                     .map(|kind| (&n[..], &v[..], kind))
                     .map_err(|e| {
                         PyValueError::new_err(format!("{e}: {:?}", String::from_utf8_lossy(n)))
@@ -273,7 +273,7 @@ fn extra_headers(pairs: Vec<(Vec<u8>, Vec<u8>)>) -> PyResult<hyper::HeaderMap> {
                 String::from_utf8_lossy(&value)
             ))
         };
-        crate::h1::check_field(&name, &value).map_err(|_| invalid())?;
+        crate::http1_codec::check_field(&name, &value).map_err(|_| invalid())?;
         let n = hyper::header::HeaderName::from_bytes(&name).map_err(|_| invalid())?;
         let v = hyper::header::HeaderValue::from_bytes(&value).map_err(|_| invalid())?;
         map.append(n, v);

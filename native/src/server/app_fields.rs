@@ -7,7 +7,7 @@
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::HeaderMap;
 
-use crate::h1::AppField;
+use crate::http1_codec::AppField;
 
 pub fn header_map<'a>(
     code: u16,

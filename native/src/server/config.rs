@@ -128,9 +128,9 @@ impl Default for ServerConfig {
 }
 
 impl ServerConfig {
-    /// The `h1` parser's limits from the settings.
-    pub fn limits(&self) -> crate::h1::Limits {
-        crate::h1::Limits {
+    /// The `http1_codec` parser's limits from the settings.
+    pub fn limits(&self) -> crate::http1_codec::Limits {
+        crate::http1_codec::Limits {
             request_line: self.limit_request_line,
             fields: self.limit_request_fields,
             field_size: self.limit_request_field_size,

@@ -1,6 +1,6 @@
 //! One connection: its protocol (ALPN, `--http`, or the client's first bytes:
-//! sniff.rs), then its loop: the WSGI engine's HTTP/1.1 (wsgi/h1.rs), plain
-//! HTTP/1.1 requests without hyper (h1_direct.rs), or hyper (HTTP/2, and
+//! sniff.rs), then its loop: the WSGI engine's HTTP/1.1 (wsgi/direct_http1.rs), plain
+//! HTTP/1.1 requests without hyper (direct_http1.rs), or hyper (HTTP/2, and
 //! HTTP/1.1 after a hand-over), plus what hyper does not do itself: the idle timeout (hyper only has a header-read timeout, on
 //! HTTP/1.1) and the graceful stop.
 
@@ -18,11 +18,11 @@ use tokio::sync::watch;
 
 use super::config::HttpMode;
 use super::exchange::ConnInfo;
+use super::precheck_io::PrecheckIo;
 use super::send_file::SendFile;
 use super::service;
 use super::shared::Shared;
 use super::sniff::{sniff, Prefixed};
-use super::strict_io::StrictIo;
 use super::write_stall::StallIo;
 
 /// On a graceful stop, how long a kept-alive connection must be quiet before
@@ -85,7 +85,7 @@ pub async fn serve<T>(
             return;
         }
     } else if shared.dispatch.serves_h1() {
-        // The WSGI engine's own HTTP/1.1 (wsgi/h1.rs): `h1` once, no hyper.
+        // The WSGI engine's own HTTP/1.1 (wsgi/direct_http1.rs): `http1_codec` once, no hyper.
         let io: super::dispatch::BoxIo = Box::pin(Prefixed::new(prefix, stream));
         let served = shared.dispatch.serve_h1(io, conn, shared.clone(), stop);
         served.await;
@@ -98,8 +98,8 @@ pub async fn serve<T>(
         let io = Prefixed::new(Bytes::new(), io);
         return Box::pin(serve_hyper(io, conn, shared, stop, h2)).await;
     }
-    // Plain requests without hyper (h1_direct.rs), until one needs it.
-    let direct = super::h1_direct::serve(io, conn.clone(), shared.clone(), stop.clone());
+    // Plain requests without hyper (direct_http1.rs), until one needs it.
+    let direct = super::direct_http1::serve(io, conn.clone(), shared.clone(), stop.clone());
     if let Some((io, read)) = direct.await {
         Box::pin(serve_hyper(
             Prefixed::new(read, io),
@@ -112,7 +112,7 @@ pub async fn serve<T>(
     }
 }
 
-/// hyper's side: HTTP/2, and HTTP/1.1 from wherever h1_direct.rs left it.
+/// hyper's side: HTTP/2, and HTTP/1.1 from wherever direct_http1.rs left it.
 async fn serve_hyper<T>(
     io: T,
     conn: Arc<ConnInfo>,
@@ -122,8 +122,8 @@ async fn serve_hyper<T>(
 ) where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    // HTTP/1.1 bytes reach hyper only once `h1` has checked them (strict_io.rs).
-    let io = TokioIo::new(StrictIo::new(
+    // HTTP/1.1 bytes reach hyper only once `http1_codec` has checked them (precheck_io.rs).
+    let io = TokioIo::new(PrecheckIo::new(
         io,
         conn.clone(),
         shared.config.limits(),
@@ -151,7 +151,7 @@ async fn serve_hyper<T>(
         .await;
     } else {
         // With upgrades: a WebSocket handshake hands the connection to
-        // ws_session.rs. Its version sniff only ever sees what `h1` accepted.
+        // ws_session.rs. Its version sniff only ever sees what `http1_codec` accepted.
         let connection = shared.http.h1.serve_connection_with_upgrades(io, service);
         tokio::pin!(connection);
         watch_over(

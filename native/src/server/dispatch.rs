@@ -12,7 +12,7 @@ use super::websocket::WsExchange;
 pub trait Dispatch: Send + Sync {
     fn dispatch(&self, exchange: Exchange);
     fn dispatch_ws(&self, exchange: WsExchange);
-    /// Whether its answers may send interim (1xx) responses: h1_direct.rs
+    /// Whether its answers may send interim (1xx) responses: direct_http1.rs
     /// then gives each HTTP/1.1 exchange an `Interim` queue.
     fn writes_interim(&self) -> bool {
         false

@@ -32,10 +32,10 @@ pub struct ConnInfo {
     /// pings and window updates must not keep an idle connection open.
     requests: std::sync::atomic::AtomicU64,
     h2: AtomicBool,
-    /// strict_io.rs cut a chunked body `h1` refused: hyper sees the stream end
+    /// precheck_io.rs cut a chunked body `http1_codec` refused: hyper sees the stream end
     /// inside it, and the body reader must answer 400, not "client gone".
     body_refused: AtomicBool,
-    /// Whether the request that asked to upgrade was (strict_io.rs waits on it).
+    /// Whether the request that asked to upgrade was (precheck_io.rs waits on it).
     pub(crate) upgrade: super::upgrade_gate::UpgradeGate,
     /// What the TLS handshake settled; `None` on a plain connection.
     pub tls: Option<TlsInfo>,
@@ -126,12 +126,12 @@ pub struct Exchange {
 }
 
 /// Bodies up to this size with a Content-Length are read before the request
-/// is handed over (h1_direct.rs, and the bridge for hyper's requests): the
+/// is handed over (direct_http1.rs, and the bridge for hyper's requests): the
 /// app's first read is then answered at once.
 pub const SMALL_BODY: u64 = 64 * 1024;
 
 /// A request's body: still coming through hyper, or read before the
-/// hand-over (h1_direct.rs serves only requests whose body is in hand).
+/// hand-over (direct_http1.rs serves only requests whose body is in hand).
 pub enum ExchangeBody {
     Incoming(Incoming),
     Whole(Bytes),

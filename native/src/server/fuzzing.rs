@@ -1,5 +1,5 @@
 //! One in-memory connection for the fuzz targets (native/fuzz) and the
-//! connection tests: the bytes go through the real path (sniff, strict_io,
+//! connection tests: the bytes go through the real path (sniff, precheck_io,
 //! hyper's HTTP/1.1 or HTTP/2, the service, the reply) with a small echo app
 //! in Rust in place of Python. Built for tests and with the `fuzzing`
 //! feature; time is paused, so timeouts fire at once instead of stalling.
@@ -138,7 +138,7 @@ async fn exchange_bytes(input: &[u8], piece: usize, http: HttpMode) -> Vec<u8> {
 // ---------------------------------------------------------------------------
 // The differential target (native/fuzz/fuzz_targets/differential_h1.rs):
 // what `h1::parse_request` accepted, hyper's own HTTP/1.1 server parser must
-// read the same way, since strict_io.rs hands exactly those bytes to hyper
+// read the same way, since precheck_io.rs hands exactly those bytes to hyper
 // and the service then reads hyper's view of them.
 
 /// How a request's body is delimited.
@@ -169,9 +169,9 @@ pub struct HyperRefusal {
     pub answer: Vec<u8>,
 }
 
-/// Serves `input` with hyper's HTTP/1.1 server alone (no sniff, h1_direct or
-/// strict_io in front), configured as connection.rs configures it for the
-/// limits `h1` applies by default (`Limits::default()`), over an in-memory
+/// Serves `input` with hyper's HTTP/1.1 server alone (no sniff, direct_http1 or
+/// precheck_io in front), configured as connection.rs configures it for the
+/// limits `http1_codec` applies by default (`Limits::default()`), over an in-memory
 /// stream on a current-thread runtime with paused time, and returns the first
 /// request that reached the service (which answers 200 without reading the
 /// body), or what hyper answered instead.
@@ -216,8 +216,8 @@ async fn hyper_exchange(input: &[u8]) -> Result<HyperHead, HyperRefusal> {
         })
     };
     // connection.rs's http1_settings for Limits::default(): as many fields as
-    // `h1` allows, and a buffer that holds a head at every limit.
-    let limits = crate::h1::Limits::default();
+    // `http1_codec` allows, and a buffer that holds a head at every limit.
+    let limits = crate::http1_codec::Limits::default();
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
@@ -250,11 +250,11 @@ async fn hyper_exchange(input: &[u8]) -> Result<HyperHead, HyperRefusal> {
 /// The outcome of one differential run that found no disagreement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Differential {
-    /// `h1` did not accept a complete head: nothing reaches hyper.
+    /// `http1_codec` did not accept a complete head: nothing reaches hyper.
     NotAccepted,
-    /// hyper read the head `h1` accepted the same way.
+    /// hyper read the head `http1_codec` accepted the same way.
     Agreed,
-    /// hyper refused the request target `h1` accepted (the `http` crate's
+    /// hyper refused the request target `http1_codec` accepted (the `http` crate's
     /// `Uri` is stricter: `<`, `>` and a backtick in the path, `"`, `<`, `>`
     /// in the query, `host:port` with two colons, `%` in a host, a scheme
     /// over 64 bytes) with its own 400, closing the connection: nothing is
@@ -267,14 +267,14 @@ pub enum Differential {
 /// that accepts a complete head, through hyper's HTTP/1.1 server
 /// (`hyper_request_head`), and compares the two: method, request target,
 /// version, the fields (per name, the values in order; and the set of names)
-/// and the body framing. `Err` describes a disagreement: a head `h1` accepted
+/// and the body framing. `Err` describes a disagreement: a head `http1_codec` accepted
 /// and hyper refused, or read differently.
 ///
 /// Differences tolerated because hyper (the `http` crate's `Uri` and
 /// `HeaderName`) normalises them harmlessly:
-/// - field names: hyper lower-cases them, as `h1` does (names are
+/// - field names: hyper lower-cases them, as `http1_codec` does (names are
 ///   case-insensitive, RFC 9110 5.1);
-/// - a fragment (`#...`) in the target is dropped by hyper's `Uri`; `h1`
+/// - a fragment (`#...`) in the target is dropped by hyper's `Uri`; `http1_codec`
 ///   keeps it in the raw target but drops it from the path and query, so the
 ///   app sees the same path and query either way;
 /// - absolute-form: the scheme is case-insensitive (RFC 3986 3.1) and `Uri`
@@ -283,7 +283,9 @@ pub enum Differential {
 /// - HTTP/1.0 keep-alive: neither side changes the fields; whether the
 ///   connection stays open is not part of the head and is not compared.
 pub fn differential_h1(input: &[u8]) -> Result<Differential, String> {
-    let Ok(Some((head, n))) = crate::h1::parse_request(input, &crate::h1::Limits::default()) else {
+    let Ok(Some((head, n))) =
+        crate::http1_codec::parse_request(input, &crate::http1_codec::Limits::default())
+    else {
         return Ok(Differential::NotAccepted);
     };
     let shown = String::from_utf8_lossy(&input[..n]);
@@ -316,8 +318,8 @@ fn refused_target(refusal: &HyperRefusal) -> bool {
         && refusal.answer.starts_with(b"HTTP/1.1 400 ")
 }
 
-/// `h1`'s reading, in the terms hyper's is compared in.
-fn h1_view(head: &crate::h1::RequestHead) -> String {
+/// `http1_codec`'s reading, in the terms hyper's is compared in.
+fn h1_view(head: &crate::http1_codec::RequestHead) -> String {
     let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     let fields: Vec<(String, String)> = head.fields().map(|(n, v)| (lossy(n), lossy(v))).collect();
     format!(
@@ -330,7 +332,7 @@ fn h1_view(head: &crate::h1::RequestHead) -> String {
     )
 }
 
-fn framing_of(head: &crate::h1::RequestHead) -> BodyFraming {
+fn framing_of(head: &crate::http1_codec::RequestHead) -> BodyFraming {
     if head.chunked {
         BodyFraming::Chunked
     } else {
@@ -338,8 +340,8 @@ fn framing_of(head: &crate::h1::RequestHead) -> BodyFraming {
     }
 }
 
-fn compare(head: &crate::h1::RequestHead, hyper: &HyperHead) -> Result<(), String> {
-    use crate::h1::Version;
+fn compare(head: &crate::http1_codec::RequestHead, hyper: &HyperHead) -> Result<(), String> {
+    use crate::http1_codec::Version;
 
     let parts = &hyper.parts;
     let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
@@ -414,8 +416,8 @@ fn compare(head: &crate::h1::RequestHead, hyper: &HyperHead) -> Result<(), Strin
 }
 
 /// The request target, up to the normalisations `differential_h1` lists.
-fn compare_target(head: &crate::h1::RequestHead, uri: &hyper::Uri) -> Result<(), String> {
-    use crate::h1::TargetForm;
+fn compare_target(head: &crate::http1_codec::RequestHead, uri: &hyper::Uri) -> Result<(), String> {
+    use crate::http1_codec::TargetForm;
 
     let raw = head.target();
     let shown = uri.to_string();
@@ -536,9 +538,10 @@ mod tests {
     #[test]
     fn every_compared_part_counts() {
         let input = b"POST /p?q HTTP/1.1\r\nHost: a\r\nX: 1\r\nX: 2\r\nContent-Length: 3\r\n\r\n";
-        let (head, _) = crate::h1::parse_request(input, &crate::h1::Limits::default())
-            .unwrap()
-            .unwrap();
+        let (head, _) =
+            crate::http1_codec::parse_request(input, &crate::http1_codec::Limits::default())
+                .unwrap()
+                .unwrap();
         let view = || hyper_request_head(input).unwrap();
         assert_eq!(compare(&head, &view()), Ok(()));
         let changed: [fn(&mut HyperHead); 7] = [

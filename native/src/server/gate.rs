@@ -1,11 +1,11 @@
 //! The request gate: the rules every loop that serves requests applies to
 //! each one, decided here once. hyper's service (service.rs) and the direct
-//! HTTP/1.1 loop (h1_direct.rs) let a request in through `let_in`:
+//! HTTP/1.1 loop (direct_http1.rs) let a request in through `let_in`:
 //! `--limit-concurrency` first (past it, a 503 and nothing else), then
 //! `--backpressure` (the request waits, unread by the app, for a permit),
 //! the request counted in flight from the moment it passes the first test,
 //! so that a waiting one counts for the limit and for a graceful stop.
-//! After it, every HTTP/1.x loop (the WSGI engine's wsgi/h1.rs too) asks
+//! After it, every HTTP/1.x loop (the WSGI engine's wsgi/direct_http1.rs too) asks
 //! `closes_after` whether its connection ends with this response.
 
 use std::sync::atomic::Ordering;

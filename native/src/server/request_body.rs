@@ -14,7 +14,7 @@ use hyper::StatusCode;
 use super::exchange::ConnInfo;
 use super::reply::Reply;
 use super::reply_batch::ReplySlot;
-use crate::h1::chunked::FORBIDDEN_TRAILERS;
+use crate::http1_codec::chunked::FORBIDDEN_TRAILERS;
 
 /// What one read of a request body gave.
 pub enum BodyRead {
@@ -95,7 +95,7 @@ impl BodyStream {
                     return BodyRead::Cut(CUT);
                 }
                 Some(Ok(frame)) => {
-                    // Trailers are not part of RSGI: checked as `h1` checks
+                    // Trailers are not part of RSGI: checked as `http1_codec` checks
                     // them (no framing or routing fields), then dropped.
                     let frame = match frame.into_trailers() {
                         Ok(trailers) => {

@@ -18,7 +18,7 @@
 //! A seat is "waiting since" a time, until a deadline, or busy. A new seat
 //! is busy until its task runs (listener.rs marks it waiting then), so that
 //! a connection the server has not looked at yet is never chosen. Only the
-//! HTTP/1.1 loops without hyper (h1_direct.rs, wsgi/h1.rs) mark a seat
+//! HTTP/1.1 loops without hyper (direct_http1.rs, wsgi/direct_http1.rs) mark a seat
 //! waiting again after its first request; a connection served by hyper
 //! (HTTP/2, HTTP/1.1 after a hand-over, WebSockets) stays busy. The marks
 //! are a clock read and two atomic stores per request, and a connection told

@@ -17,10 +17,10 @@ use tokio::sync::oneshot;
 use super::body::plain;
 use super::body::{ExchangeGuard, Framing, ResponseBody};
 use super::exchange::{ConnInfo, Exchange, ExchangeBody, Tracker};
+use super::hyper_head_rules;
 use super::reply::Reply;
 use super::reply_batch::ReplySlot;
 use super::shared::Shared;
-use super::strict;
 use super::websocket;
 
 pub async fn handle(
@@ -39,7 +39,7 @@ pub async fn handle(
         response = response.map(ResponseBody::without_content);
     }
     if h1 {
-        // What hyper will do with the bytes after this request (strict_io.rs
+        // What hyper will do with the bytes after this request (precheck_io.rs
         // holds them back after a request that asked to upgrade).
         let status = response.status();
         let upgraded =
@@ -61,7 +61,7 @@ async fn answer(
     if !websocket {
         close_when_handed_over(&mut head);
     }
-    if let Err(r) = strict::check(&mut head, &shared.config) {
+    if let Err(r) = hyper_head_rules::check(&mut head, &shared.config) {
         return plain(r.status, r.reason, h1);
     }
     if websocket {
@@ -116,7 +116,7 @@ async fn answer(
 /// hyper does not shut down a connection whose request asked to upgrade: once
 /// done with it, it hands it to whoever awaits the upgrade, upgraded or not.
 /// For requests that no protocol here takes over, that is this task, which
-/// shuts it down as hyper would have (so a refusal strict_io.rs still owes
+/// shuts it down as hyper would have (so a refusal precheck_io.rs still owes
 /// is written, and TLS says goodbye).
 fn close_when_handed_over(head: &mut hyper::http::request::Parts) {
     if let Some(handed_over) = head.extensions.remove::<OnUpgrade>() {

@@ -1,9 +1,9 @@
 //! Whether a request that asked to upgrade (an `Upgrade` field, or CONNECT)
-//! was upgraded: the service knows once the app answered, strict_io.rs needs
+//! was upgraded: the service knows once the app answered, precheck_io.rs needs
 //! it to know what the bytes after that request are. Upgraded (101, or a 2xx
 //! to CONNECT), they belong to the new protocol and pass unchecked; not
-//! upgraded, they are the next HTTP/1.1 request and `h1` checks them like any
-//! other. Until the answer is known strict_io holds those bytes back, so no
+//! upgraded, they are the next HTTP/1.1 request and `http1_codec` checks them like any
+//! other. Until the answer is known precheck_io holds those bytes back, so no
 //! request after an upgrade that did not happen escapes the checks.
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,4 +1,4 @@
-//! Whole connections (hyper, strict_io, the service) around requests that
+//! Whole connections (hyper, precheck_io, the service) around requests that
 //! ask to upgrade: what follows one that was not upgraded is checked like any
 //! request; what follows one that was goes unchecked to the new protocol.
 

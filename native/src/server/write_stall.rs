@@ -1,6 +1,6 @@
 //! `--send-timeout` on a stream: a write (or flush, or file send) that has
 //! found no room for that long fails with `TimedOut`, and whoever drives the
-//! connection (hyper, h1_direct.rs, the WSGI engine's loop, a WebSocket
+//! connection (hyper, direct_http1.rs, the WSGI engine's loop, a WebSocket
 //! session) drops it as it drops any broken connection.
 //!
 //! Why a stall and not a deadline per response: a client on a slow link that

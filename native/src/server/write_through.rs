@@ -1,7 +1,7 @@
-//! The read-side wrappers of a connection (`Counted`, `Prefixed`, `StrictIo`)
+//! The read-side wrappers of a connection (`Counted`, `Prefixed`, `PrecheckIo`)
 //! pass writes (and files, `SendFile`) straight to the stream they wrap:
 //! these are those methods, written once. Each wrapper has a field `inner` and writes its own
-//! `poll_shutdown` (`StrictIo` has something to say before it).
+//! `poll_shutdown` (`PrecheckIo` has something to say before it).
 
 /// `poll_write`, `poll_write_vectored`, `is_write_vectored` and `poll_flush`
 /// to `self.inner`, inside an `impl AsyncWrite` block.

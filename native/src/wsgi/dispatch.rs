@@ -123,7 +123,13 @@ impl Dispatch for WsgiDispatch {
         shared: Arc<Shared>,
         stop: tokio::sync::watch::Receiver<bool>,
     ) -> Served {
-        Box::pin(super::h1::serve(self.0.clone(), io, conn, shared, stop))
+        Box::pin(super::direct_http1::serve(
+            self.0.clone(),
+            io,
+            conn,
+            shared,
+            stop,
+        ))
     }
 
     fn thread_started(&self) {

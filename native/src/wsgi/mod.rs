@@ -11,9 +11,9 @@
 
 mod app;
 mod clock;
+mod direct_http1;
+mod direct_response;
 mod dispatch;
-mod h1;
-mod h1_response;
 mod input;
 mod spool;
 mod start;

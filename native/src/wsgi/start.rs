@@ -1,7 +1,7 @@
 //! `start_response` and the `write()` it returns. The status and fields are
 //! checked as the Python workers check them (`h1::check_field`) and kept as
-//! bytes (`AppHead`): HTTP/1.1 frames them with `h1`'s head builder
-//! (h1_response.rs), HTTP/2 turns them into hyper's header map.
+//! bytes (`AppHead`): HTTP/1.1 frames them with `http1_codec`'s head builder
+//! (direct_response.rs), HTTP/2 turns them into hyper's header map.
 
 use bytes::Bytes;
 use hyper::{HeaderMap, StatusCode};
@@ -10,7 +10,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyString};
 
-use crate::h1::{check_field, parse_status, AppField};
+use crate::http1_codec::{check_field, parse_status, AppField};
 use crate::py::response::for_each_wsgi_field;
 use crate::py::text::latin1_bytes;
 
@@ -93,7 +93,7 @@ impl AppHead {
 
 /// The app's fields, checked as the Python workers check them (a bad one
 /// raises in start_response, where the app can see it); kept as given, for
-/// whichever writer frames the response: `h1`'s head builder on HTTP/1.1,
+/// whichever writer frames the response: `http1_codec`'s head builder on HTTP/1.1,
 /// hyper's header map on HTTP/2. Also the Content-Length the app gave.
 fn checked_head(
     status_line: &[u8],

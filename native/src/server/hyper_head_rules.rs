@@ -1,5 +1,5 @@
-//! The Python workers' parser rules (`h1`) for requests hyper parsed. HTTP/1.1 heads were
-//! checked by `h1` on the raw bytes before hyper read them (strict_io.rs),
+//! The Python workers' parser rules (`http1_codec`) for requests hyper parsed. HTTP/1.1 heads were
+//! checked by `http1_codec` on the raw bytes before hyper read them (precheck_io.rs),
 //! with every rule and limit of the Python workers; what is left here for
 //! them is the body limit (413 from Content-Length, before the app runs).
 //!
@@ -7,7 +7,7 @@
 //! malformed (pseudo-header order and values, upper-case names,
 //! connection-specific fields, `te` other than `trailers`, a
 //! Content-Length that disagrees with the DATA frames) with a stream reset.
-//! `check_h2` adds the same limits as `h1` (414, 431, 413), a 400 for a Host
+//! `check_h2` adds the same limits as `http1_codec` (414, 431, 413), a 400 for a Host
 //! that contradicts `:authority` (RFC 9113 8.3.1), and joins split `cookie`
 //! fields into one, as RFC 9113 8.2.3 asks before handing a request on.
 
@@ -46,7 +46,7 @@ fn check_body_limit(length: Option<u64>, cfg: &ServerConfig) -> Result<(), Rejec
 
 fn check_h2(head: &mut Parts, cfg: &ServerConfig) -> Result<(), Reject> {
     let target = head.uri.path_and_query().map_or(0, |pq| pq.as_str().len());
-    // As `h1` counts "METHOD TARGET HTTP/1.1".
+    // As `http1_codec` counts "METHOD TARGET HTTP/1.1".
     let line = head.method.as_str().len() + 1 + target + 9;
     if cfg.limit_request_line != 0 && line > cfg.limit_request_line {
         return Err(reject(StatusCode::URI_TOO_LONG, "Request-URI Too Long"));
@@ -107,7 +107,7 @@ fn join_cookies(headers: &mut hyper::HeaderMap) {
 }
 
 fn check_h1(head: &Parts, cfg: &ServerConfig) -> Result<(), Reject> {
-    // `h1` accepted exactly one Content-Length (or none) on the raw head.
+    // `http1_codec` accepted exactly one Content-Length (or none) on the raw head.
     let length = head
         .headers
         .get(CONTENT_LENGTH)
@@ -116,5 +116,5 @@ fn check_h1(head: &Parts, cfg: &ServerConfig) -> Result<(), Reject> {
 }
 
 #[cfg(test)]
-#[path = "strict_tests.rs"]
+#[path = "hyper_head_rules_tests.rs"]
 mod tests;

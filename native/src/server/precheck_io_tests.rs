@@ -15,7 +15,7 @@ async fn through_on(conn: Arc<ConnInfo>, input: &[u8]) -> (Vec<u8>, Vec<u8>) {
     let (mut client_read, mut client_write) = tokio::io::split(client);
     client_write.write_all(input).await.unwrap();
     client_write.shutdown().await.unwrap();
-    let mut io = StrictIo::new(server, conn, Limits::default(), None, true);
+    let mut io = PrecheckIo::new(server, conn, Limits::default(), None, true);
     let mut seen = Vec::new();
     io.read_to_end(&mut seen).await.unwrap();
     io.shutdown().await.unwrap();
@@ -109,7 +109,7 @@ async fn what_follows_an_upgrade_request_waits_for_the_answer() {
     client_write.write_all(head).await.unwrap();
     client_write.write_all(b"more").await.unwrap();
     let conn = conn();
-    let mut io = StrictIo::new(server, conn.clone(), Limits::default(), None, true);
+    let mut io = PrecheckIo::new(server, conn.clone(), Limits::default(), None, true);
     let mut seen = vec![0; head.len()];
     io.read_exact(&mut seen).await.unwrap();
     let mut next = [0u8; 4];
@@ -139,7 +139,7 @@ async fn a_head_not_done_in_time_is_408() {
         .write_all(b"GET / HTTP/1.1\r\nHo")
         .await
         .unwrap();
-    let mut io = StrictIo::new(
+    let mut io = PrecheckIo::new(
         server,
         conn(),
         Limits::default(),

@@ -10,8 +10,8 @@ use pyo3::prelude::*;
 
 use super::dispatch::Engine;
 use super::stream::{capped, Pump};
-use crate::h1::{ChunkSize, ResponseHead, ResponseHeadBuilder};
-use crate::server::h1_wire::{Target, Wire};
+use crate::http1_codec::{ChunkSize, ResponseHead, ResponseHeadBuilder};
+use crate::server::direct_wire::{Target, Wire};
 
 const FILE_CHUNK: usize = 256 * 1024;
 

@@ -1,9 +1,9 @@
 //! HTTP/1.1 for the bridge (RSGI, and ASGI on the engine) without hyper, for
 //! the requests that make up nearly all traffic: no upgrade, no CONNECT, no
 //! `Expect`, and a body of at most `SMALL_BODY` with a Content-Length. Their
-//! head goes through `h1` once (hyper parsed it again after strict_io.rs, and
-//! strict_io.rs copied every byte on its way to hyper), the body is read
-//! before the hand-over, and the response head is `h1::ResponseHeadBuilder`'s,
+//! head goes through `http1_codec` once (hyper parsed it again after precheck_io.rs, and
+//! precheck_io.rs copied every byte on its way to hyper), the body is read
+//! before the hand-over, and the response head is `http1_codec::ResponseHeadBuilder`'s,
 //! written with its body in one `writev`.
 //!
 //! The first request that is not one of those (a WebSocket handshake, a
@@ -23,12 +23,12 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::body::Framing;
+use super::direct_wire::{Stop, Target, Wire};
 use super::exchange::{ConnInfo, Exchange, ExchangeBody, Interim, Tracker, SMALL_BODY};
-use super::h1_wire::{Stop, Target, Wire};
 use super::reply::Reply;
 use super::reply_batch::ReplySlot;
 use super::shared::Shared;
-use crate::h1::{self, ChunkSize, RequestHead, ResponseHead, ResponseHeadBuilder};
+use crate::http1_codec::{self, ChunkSize, RequestHead, ResponseHead, ResponseHeadBuilder};
 
 const FILE_CHUNK: usize = 256 * 1024;
 
@@ -93,8 +93,8 @@ fn direct_parts(h: &RequestHead, shared: &Shared) -> Option<Parts> {
     *req.method_mut() = Method::from_bytes(h.method()).ok()?;
     *req.uri_mut() = Uri::try_from(h.target()).ok()?;
     *req.version_mut() = match h.version {
-        h1::Version::Http10 => Version::HTTP_10,
-        h1::Version::Http11 => Version::HTTP_11,
+        http1_codec::Version::Http10 => Version::HTTP_10,
+        http1_codec::Version::Http11 => Version::HTTP_11,
     };
     let headers = req.headers_mut();
     headers.reserve(h.field_count());
@@ -209,7 +209,7 @@ fn response_head(
 ) -> Result<ResponseHead, &'static str> {
     // StatusCode is 100..=999: three digits, no formatting machinery.
     let code = status.as_u16();
-    let reason = h1::reason_phrase(code).as_bytes();
+    let reason = http1_codec::reason_phrase(code).as_bytes();
     let mut line = [0u8; 64];
     line[..4].copy_from_slice(&[
         b'0' + (code / 100) as u8,

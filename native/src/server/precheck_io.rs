@@ -1,20 +1,20 @@
-//! HTTP/1.1 bytes checked by `h1` before hyper reads them.
+//! HTTP/1.1 bytes checked by `http1_codec` before hyper reads them.
 //!
 //! hyper (httparse) is more lenient than the parser every Python worker uses:
 //! it accepts bare LF line ends, merges repeated Content-Length fields, drops
-//! a Content-Length next to chunked, and reads a few chunk-size forms `h1`
-//! refuses. Checking hyper's parsed heads afterwards (strict.rs) cannot see
+//! a Content-Length next to chunked, and reads a few chunk-size forms `http1_codec`
+//! refuses. Checking hyper's parsed heads afterwards (hyper_head_rules.rs) cannot see
 //! any of that, so this wrapper sits between the socket and hyper and lets
-//! through only what `h1` accepted: each request head is parsed by
+//! through only what `http1_codec` accepted: each request head is parsed by
 //! `h1::parse_request` on the raw bytes, and its body is followed by its
-//! framing (a length, or `h1`'s chunked decoder) to find the next head.
+//! framing (a length, or `http1_codec`'s chunked decoder) to find the next head.
 //!
-//! A head `h1` refuses never reaches hyper: hyper sees the end of the stream
+//! A head `http1_codec` refuses never reaches hyper: hyper sees the end of the stream
 //! after the requests before it, answers those (pipelining keeps its order),
 //! and when it shuts the connection down the refusal (400, 414, 431, 501,
 //! 505, with `Connection: close`) is written first. A head not complete
 //! within `header_timeout` of its first byte is answered 408 the same way.
-//! A chunked body `h1` refuses is cut where it goes wrong: hyper sees the
+//! A chunked body `http1_codec` refuses is cut where it goes wrong: hyper sees the
 //! stream end inside the body, the connection is marked so that the body
 //! reader answers 400 (unless the app answered already) and the app's read
 //! fails; no second request behind it is ever read.
@@ -23,7 +23,7 @@
 //! bytes after an upgrade request (WebSocket, CONNECT) pass unchecked: they
 //! are not HTTP/1.1 messages.
 //!
-//! Cost: one copy of the bytes (socket to our buffer to hyper's) and one `h1`
+//! Cost: one copy of the bytes (socket to our buffer to hyper's) and one `http1_codec`
 //! head parse per request, on the tokio thread.
 
 use std::future::Future;
@@ -37,7 +37,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{sleep, Sleep};
 
 use super::exchange::ConnInfo;
-use crate::h1::{parse_request, ChunkedDecoder, Limits, ParseError, RequestHead};
+use crate::http1_codec::{parse_request, ChunkedDecoder, Limits, ParseError, RequestHead};
 
 const READ_SIZE: usize = 16 * 1024;
 /// What a client may send behind a request that asked to upgrade before the
@@ -66,7 +66,7 @@ enum Framing {
     Ended,
 }
 
-pub struct StrictIo<T> {
+pub struct PrecheckIo<T> {
     inner: T,
     conn: Arc<ConnInfo>,
     limits: Limits,
@@ -87,7 +87,7 @@ pub struct StrictIo<T> {
     eof: bool,
 }
 
-impl<T> StrictIo<T> {
+impl<T> PrecheckIo<T> {
     /// `http1`: false for an HTTP/2 connection, whose bytes pass as they are.
     pub fn new(
         inner: T,
@@ -96,7 +96,7 @@ impl<T> StrictIo<T> {
         header_timeout: Option<Duration>,
         http1: bool,
     ) -> Self {
-        StrictIo {
+        PrecheckIo {
             inner,
             conn,
             limits,
@@ -262,14 +262,14 @@ fn refusal_bytes(e: &ParseError) -> Vec<u8> {
     format!(
         "HTTP/1.1 {} {}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
         e.status,
-        crate::h1::reason_phrase(e.status),
+        crate::http1_codec::reason_phrase(e.status),
         body.len(),
         body
     )
     .into_bytes()
 }
 
-impl<T: AsyncRead + Unpin> AsyncRead for StrictIo<T> {
+impl<T: AsyncRead + Unpin> AsyncRead for PrecheckIo<T> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -333,7 +333,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for StrictIo<T> {
     }
 }
 
-impl<T: AsyncWrite + Unpin> AsyncWrite for StrictIo<T> {
+impl<T: AsyncWrite + Unpin> AsyncWrite for PrecheckIo<T> {
     write_through!();
 
     /// hyper is done with the connection: a refusal still owed goes out first.
@@ -359,5 +359,5 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for StrictIo<T> {
 }
 
 #[cfg(test)]
-#[path = "strict_io_tests.rs"]
+#[path = "precheck_io_tests.rs"]
 mod tests;

@@ -3,7 +3,7 @@
 //! limits, statuses and strictness), the environ is filled from that head,
 //! the response head is `h1::ResponseHeadBuilder`'s (the Python workers'
 //! framing), and head and body leave in one write. hyper parsed every head a
-//! second time, after strict_io.rs had, built a header map both ways and
+//! second time, after precheck_io.rs had, built a header map both ways and
 //! wrote through its own buffers: half the time of a small request.
 //!
 //! The timeouts are the other workers': a new connection's first request
@@ -23,11 +23,11 @@ use pyo3::types::PyDict;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 
+use super::direct_response::{frame, send_file, stream, write_block};
 use super::dispatch::{Call, Engine, Produced};
-use super::h1_response::{frame, send_file, stream, write_block};
 use super::spool::{RequestBody, Spool, SPOOL_AT};
-use crate::h1::{ChunkedDecoder, RequestHead, ResponseHead, Version};
-use crate::server::h1_wire::{Stop, Target, Wire};
+use crate::http1_codec::{ChunkedDecoder, RequestHead, ResponseHead, Version};
+use crate::server::direct_wire::{Stop, Target, Wire};
 use crate::server::{BoxIo, ConnInfo, Shared};
 
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";

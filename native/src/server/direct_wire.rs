@@ -1,5 +1,5 @@
 //! The byte side of the HTTP/1.1 loops that run without hyper (the WSGI
-//! engine's, wsgi/h1.rs, and the bridge's, h1_direct.rs): one read buffer,
+//! engine's, wsgi/direct_http1.rs, and the bridge's, direct_http1.rs): one read buffer,
 //! heads through `h1::parse_request` (the Python workers' parser, so their
 //! limits, statuses and strictness), the timeouts of the other workers, and
 //! vectored writes so that a head and its body leave in one `writev`.
@@ -25,7 +25,7 @@ use super::dispatch::BoxIo;
 use super::exchange::ConnInfo;
 use super::room::Seat;
 use super::shared::Shared;
-use crate::h1::{parse_request, ParseError, RequestHead};
+use crate::http1_codec::{parse_request, ParseError, RequestHead};
 
 const READ_SIZE: usize = 16 * 1024;
 /// Bytes read ahead while a request is served (`watch_client`).
@@ -51,7 +51,7 @@ pub struct Target {
 impl Target {
     pub fn of(head: &RequestHead, config: &ServerConfig) -> Self {
         Target {
-            http11: head.version == crate::h1::Version::Http11,
+            http11: head.version == crate::http1_codec::Version::Http11,
             keep_alive: head.keep_alive && config.keepalive.is_some(),
             is_head: head.method() == b"HEAD",
         }
@@ -148,7 +148,7 @@ impl<I: AsyncRead + AsyncWrite + Unpin + Send> Wire<I> {
     }
 
     /// The stream and what was read from it but not consumed, for whoever
-    /// serves the connection next (hyper, after h1_direct.rs).
+    /// serves the connection next (hyper, after direct_http1.rs).
     pub fn into_parts(self) -> (I, Bytes) {
         (self.io, self.buf.freeze())
     }
@@ -394,7 +394,7 @@ async fn fill<I: AsyncRead + Unpin>(
 
 /// The Python workers' error answer (http/errors.py `error_response`).
 pub fn error_bytes(status: u16, text: &str, body: bool) -> Vec<u8> {
-    let reason = crate::h1::reason_phrase(status);
+    let reason = crate::http1_codec::reason_phrase(status);
     let message = if !text.is_empty() && text != reason {
         format!("{status} {reason}\n{text}\n")
     } else {
