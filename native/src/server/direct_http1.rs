@@ -177,14 +177,8 @@ async fn exchange<I: Io>(
         // Queued just before the reply came: they still go first.
         write_interim(w, interim).await;
     }
-    let reply = reply.unwrap_or_else(|_| {
-        // The answerer dropped the request without a reply (it logs why).
-        Reply::text(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "Internal Server Error",
-            true,
-        )
-    });
+    // The answerer dropped the request without a reply (it logs why).
+    let reply = reply.unwrap_or_else(|_| Reply::server_error());
     t.keep_alive &= !shared.closes_after(guard.ordinal);
     let kept = write_reply(w, reply, t, &tracker).await;
     drop(guard);
