@@ -5,8 +5,7 @@
 //! name, the values in order) and body framing. hyper refusing such a head,
 //! or reading it differently, is a finding. The comparison, and the
 //! differences hyper normalises harmlessly and that are let pass, are in
-//! `server::fuzzing::differential_h1` (a target hyper's `Uri` refuses with
-//! its own 400 is one of them: refused, not read two ways).
+//! `server::fuzzing::differential_h1`.
 #![no_main]
 
 use _native::server::fuzzing::differential_h1;

@@ -130,6 +130,13 @@ fn refused() {
         // line structure
         (b"GET / HTTP/1.1\r\nHost: x\r\nLong: a\r\n b\r\n\r\n", 400),
         (b"GET / HTTP/1.1\r\n Host: x\r\n\r\n", 400),
+        // Host: one colon, and no pct-encoding (as the `http` crate's authority)
+        (b"GET / HTTP/1.1\r\nHost: a:b:1\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nHost: a%41\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nHost: [::1::2]\r\n\r\n", 400),
+        // targets with bytes RFC 3986 never allows raw
+        (b"GET /a<b HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET /?q=\"x\" HTTP/1.1\r\nHost: x\r\n\r\n", 400),
         (b"GET / HTTP/1.1\r\nHost : x\r\n\r\n", 400),
         (b"GET / HTTP/1.1\r\nHost: x\nX: y\r\n\r\n", 400),
         (b"GET / HTTP/1.1\nHost: x\r\n\r\n", 400),
