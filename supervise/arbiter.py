@@ -90,6 +90,8 @@ class Arbiter:
         self.next_spawn_at = 0.0
         self.worker_age = 0
         self.stopping = False
+        # --shutdown-delay: when the drain that a TERM began ends in the graceful stop.
+        self.drain_until: float | None = None
         self.started_at = time.time()
         self.noticed: set[str] = set()  # config notices already logged (each once)
         # The control socket, the metrics helper, recycling (operations.py).
@@ -170,6 +172,7 @@ class Arbiter:
                     self.log.info("Handling signal: %s", name.lower())
                     getattr(self, f"handle_{name.lower()}")()
                     continue
+                self._check_drain()
                 self._check_master()
                 self._check_workers()
                 self._manage_workers()
@@ -194,7 +197,10 @@ class Arbiter:
     def _sleep(self) -> None:
         # Poll fast while something is changing, slowly when all is steady.
         busy = self.reloading or any(not rec.ready or rec.stopping for rec in self.workers.values())
-        for fd, events in self.signals.wait(0.05 if busy else 1.0, self.ops.watch()):
+        timeout = 0.05 if busy else 1.0
+        if self.drain_until is not None:
+            timeout = max(0.0, min(timeout, self.drain_until - time.monotonic()))
+        for fd, events in self.signals.wait(timeout, self.ops.watch()):
             self.ops.ready(fd, events)
 
     def _halt(self, status: int, reason: str | None = None) -> None:
@@ -211,9 +217,17 @@ class Arbiter:
 
     # -- signal handlers ---------------------------------------------------------
     def handle_hup(self) -> None:
+        if self.drain_until is not None:
+            self.log.warning("HUP ignored: draining before the stop (--shutdown-delay)")
+            return
         self.reload()
 
     def handle_term(self) -> None:
+        delay = float(self.cfg.shutdown_delay or 0)
+        # After USR2 the new master serves the same sockets: nothing to drain.
+        if self.drain_until is None and delay > 0 and not self.reexec_pid:
+            self._begin_drain(delay)
+            return
         self._stop(graceful=True)
         raise StopIteration
 
@@ -236,12 +250,35 @@ class Arbiter:
             self._kill(rec.pid, signal.SIGUSR1)
 
     def handle_usr2(self) -> None:
+        if self.drain_until is not None:
+            self.log.warning("USR2 ignored: draining before the stop (--shutdown-delay)")
+            return
         self.reexec()
 
     def handle_winch(self) -> None:
         # Gunicorn stops all workers on WINCH when daemonized; we only log,
         # because a terminal resize must never take a site down.
         self.log.debug("SIGWINCH ignored")
+
+    def _begin_drain(self, delay: float) -> None:
+        """TERM with --shutdown-delay: readiness probes answer 503 from now on
+        (the scoreboard's flag, read by every worker), while the workers keep
+        accepting and serving; the graceful stop follows after ``delay``."""
+        self.drain_until = time.monotonic() + delay
+        assert self.scoreboard is not None
+        self.scoreboard.master.set_draining(True)
+        systemd.notify(f"STATUS=draining for {delay:g} s before stopping")
+        self.log.info(
+            "Draining: readiness probes answer 503, still serving; graceful stop in %g s "
+            "(--shutdown-delay; TERM again to stop now)",
+            delay,
+        )
+
+    def _check_drain(self) -> None:
+        if self.drain_until is not None and time.monotonic() >= self.drain_until:
+            self.log.info("Drain over: stopping gracefully")
+            self._stop(graceful=True)
+            raise StopIteration
 
     def set_num_workers(self, count: int) -> None:
         old, self.num_workers = self.num_workers, count
@@ -577,6 +614,8 @@ class Arbiter:
         if self.stopping and not self.workers:
             return
         self.stopping = True
+        if self.scoreboard is not None:
+            self.scoreboard.master.set_draining(True)
         systemd.notify("STOPPING=1")
         self.ops.stop_helper()
         # Unix sockets handed to a USR2 child, or to systemd, must stay.

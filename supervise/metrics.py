@@ -50,8 +50,10 @@ class Totals:
         self.codes = list(departed.codes)
         self.buckets = list(departed.buckets)
         self.logs = list(departed.logs)
+        self.health_checks = departed.health_checks
         add(self.logs, master_logs)
         for w in workers:
+            self.health_checks += w.health_checks
             self.requests += w.requests
             self.bytes_out += w.bytes_out
             self.duration_sum += w.duration_sum
@@ -169,6 +171,11 @@ class ScoreboardCollector(Collector):
             "supervise_response_body_bytes",
             "Response body bytes sent (rsgi: not counted yet).",
             value=totals.bytes_out,
+        )
+        yield CounterMetricFamily(
+            "supervise_health_checks",
+            "Health probes (--health-path) the workers answered; not in supervise_requests.",
+            value=totals.health_checks,
         )
         yield GaugeMetricFamily(
             "supervise_requests_in_flight",

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from supervise import __version__, process
+from supervise.http.health import HealthProbes, ProbeAnswer
 
 if TYPE_CHECKING:
     from supervise.config import Config
@@ -45,7 +46,8 @@ def serve(
     master = os.getppid()
     process.drop_privileges(cfg.uid, cfg.gid, cfg.initgroups)
     if sock is not None:
-        _start_http(sock, _registry(scoreboard, cfg, listeners))
+        probes = HealthProbes.for_server(cfg.health_path, scoreboard)
+        _start_http(sock, _registry(scoreboard, cfg, listeners), probes)
     sender = None
     if cfg.statsd_host:
         from supervise.statsd import StatsdSender
@@ -81,7 +83,7 @@ def _registry(scoreboard: Scoreboard, cfg: Config, listeners: list[str]) -> Any:
     return registry
 
 
-def _start_http(sock: socket.socket, registry: Any) -> None:
+def _start_http(sock: socket.socket, registry: Any, probes: HealthProbes | None) -> None:
     from prometheus_client.exposition import choose_encoder
 
     class Handler(BaseHTTPRequestHandler):
@@ -89,7 +91,11 @@ def _start_http(sock: socket.socket, registry: Any) -> None:
         server_version = f"supervise-metrics/{__version__}"
 
         def do_GET(self) -> None:
-            if urlsplit(self.path).path not in METRICS_PATHS:
+            path = urlsplit(self.path).path
+            if probes is not None and probes.is_probe(path.encode("latin-1", "replace")):
+                self._probe(probes.answer(self.command, path.encode("latin-1", "replace")))
+                return
+            if path not in METRICS_PATHS:
                 self.send_error(404, "Try /metrics")
                 return
             encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
@@ -106,6 +112,16 @@ def _start_http(sock: socket.socket, registry: Any) -> None:
                 self.wfile.write(body)
 
         do_HEAD = do_GET
+
+        def _probe(self, answer: ProbeAnswer | None) -> None:
+            assert answer is not None
+            self.send_response(answer.status, answer.reason)
+            for name, value in answer.headers:
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(answer.body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(answer.body)
 
         def log_message(self, format: str, *args: Any) -> None:
             pass  # a scrape every 15 s would only fill the error log

@@ -53,7 +53,8 @@ MEMORY_AT = 72  # f64   arbiter: time.monotonic() of that reading
 LOGS = 80  # u64[4] worker: log calls by level (LOG_LEVELS)
 BUCKETS = 112  # u64[16] worker: requests by duration (DURATION_BOUNDS, then +Inf)
 CODES = 240  # u64[501] worker: responses by status, index status-100; 500: any other
-_END = CODES + 501 * 8
+HEALTH_CHECKS = CODES + 501 * 8  # u64   worker: --health-path probes answered
+_END = HEALTH_CHECKS + 8
 SLOT_SIZE = -(-_END // 64) * 64  # whole cache lines
 
 # Upper bounds (seconds, inclusive) of the request-duration histogram; a
@@ -91,6 +92,7 @@ M_EXITS = 48  # u64[12] worker exits by cause (EXIT_CAUSES; 2 spare)
 M_LOGS = 144  # u64[4] the master's own log calls by level
 M_BACKLOG = 176  # u32[16] per listener: connections waiting, then the queue's size
 M_HIGH_WATER = 240  # u32   slots ever claimed: readers scan no further
+M_DRAINING = 244  # u32   1 from a TERM on: workers answer readiness probes 503
 MASTER_SIZE = 256
 MAX_LISTENER_QUEUES = 8
 
@@ -156,6 +158,7 @@ class SlotFigures:
     logs: list[int]
     buckets: list[int]
     codes: list[int]
+    health_checks: int = 0
 
 
 class Slot:
@@ -170,6 +173,7 @@ class Slot:
         "_codes",
         "_dsum",
         "_f64",
+        "_health",
         "_in_flight",
         "_logs",
         "_mem",
@@ -200,6 +204,7 @@ class Slot:
         self._logs = (offset + LOGS) // 8
         self._buckets = (offset + BUCKETS) // 8
         self._codes = (offset + CODES) // 8
+        self._health = (offset + HEALTH_CHECKS) // 8
 
     def _i(self, field: int, size: int) -> int:
         return (self._base + field) // size
@@ -231,7 +236,15 @@ class Slot:
     def add_counters_of(self, other: Slot) -> None:
         """Departed record += ``other``'s counters (arbiter only, its worker reaped)."""
         u64, f64 = self._u64, self._f64
-        for field, count in ((REQUESTS, 1), (BYTES_OUT, 1), (LOGS, 4), (BUCKETS, 16), (CODES, 501)):
+        counted = (
+            (REQUESTS, 1),
+            (BYTES_OUT, 1),
+            (LOGS, 4),
+            (BUCKETS, 16),
+            (CODES, 501),
+            (HEALTH_CHECKS, 1),
+        )
+        for field, count in counted:
             mine, theirs = self._i(field, 8), other._i(field, 8)
             for k in range(count):
                 if u64[theirs + k]:
@@ -291,6 +304,7 @@ class Slot:
             logs=u64[self._logs : self._logs + 4].tolist(),
             buckets=u64[self._buckets : self._buckets + 16].tolist(),
             codes=u64[self._codes : self._codes + 501].tolist(),
+            health_checks=u64[self._health],
         )
 
     @property
@@ -321,6 +335,12 @@ class Slot:
     def memory(self) -> int:
         return self._u64[self._i(MEMORY, 8)]
 
+    @property
+    def master_draining(self) -> bool:
+        """The master's drain flag (MasterRecord.set_draining): the slot's view
+        spans the whole region, whose first bytes are the master record."""
+        return bool(self._u32[M_DRAINING // 4])
+
 
 class ResponseFigures:
     """A worker's per-response figures: counted in the worker's own memory on
@@ -335,7 +355,7 @@ class ResponseFigures:
     at most its last second of figures.
     """
 
-    __slots__ = ("_slot", "buckets", "codes", "duration", "sent")
+    __slots__ = ("_slot", "buckets", "codes", "duration", "health_checks", "sent")
 
     def __init__(self, slot: Slot) -> None:
         self._slot = slot
@@ -343,6 +363,7 @@ class ResponseFigures:
         self.buckets = [0] * 16
         self.duration = 0.0
         self.sent = 0
+        self.health_checks = 0
 
     def record(self, status: int, seconds: float, sent: int) -> None:
         """One finished response: its status, duration and body bytes.
@@ -371,6 +392,7 @@ class ResponseFigures:
                 u64[base + i] = count
         slot._f64[slot._dsum] = self.duration
         u64[slot._bytes] = self.sent
+        u64[slot._health] = self.health_checks
 
 
 class MasterRecord:
@@ -403,6 +425,9 @@ class MasterRecord:
     def count_log(self, level: int) -> None:
         self._u64[M_LOGS // 8 + level] += 1
 
+    def set_draining(self, draining: bool) -> None:
+        self._u32[M_DRAINING // 4] = int(draining)
+
     def set_listen_queues(self, queues: list[tuple[int, int]]) -> None:
         u32 = self._u32
         for i, (waiting, size) in enumerate(queues[:MAX_LISTENER_QUEUES]):
@@ -430,6 +455,7 @@ class MasterRecord:
             "target_workers": u32[M_TARGET // 4],
             "reloads": u64[M_RELOADS // 8],
             "reloads_failed": u64[M_RELOADS_FAILED // 8],
+            "draining": bool(u32[M_DRAINING // 4]),
             "exits": dict(
                 zip(
                     EXIT_CAUSES,

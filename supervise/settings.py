@@ -20,6 +20,7 @@ from typing import Any
 
 from supervise import (
     settings_asgi,
+    settings_health,
     settings_logs,
     settings_mechanics,
     settings_ops,
@@ -469,6 +470,7 @@ def _build() -> dict[str, Setting]:
     settings_rsgi.declare(_adder(table, "Native Server (rsgi, native)"))
     settings_ops.declare_metrics(_adder(table, "Metrics"))
     settings_ops.declare_control(_adder(table, "Control"))
+    settings_health.declare(_adder(table, "Health and Drain"))
 
     add = _adder(table, "Server Hooks")
     for hook in HOOKS.values():

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from supervise._native import RequestParser
+from supervise.http.health import HealthProbes
 from supervise.http.proxy import ProxyRules
 from supervise.http.state import MAKE_ROOM_GRACE, ServeState
 from supervise.tls import server_certificate
@@ -35,6 +36,10 @@ class AsgiConnection(Protocol):
 
     def close(self) -> None:
         """Give its slot away (only one that waits on its client is asked)."""
+
+
+def _nothing() -> None:
+    pass
 
 
 class AsgiContext:
@@ -98,6 +103,10 @@ class AsgiContext:
         # plain HTTP requests.
         self.ws_protocol: Any = None
         self.asgi = {"version": "3.0", "spec_version": "2.4"}
+        # --health-path: set by the worker; None answers every path with the app.
+        self.probes: HealthProbes | None = None
+        self.health_checked: Callable[[], None] = _nothing
+        self.log_probes = bool(cfg.health_access_log) and self.access_log
 
     def has_slot(self, now: float) -> bool:
         """Whether a new connection can be seated, giving a slot away if needed."""

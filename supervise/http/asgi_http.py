@@ -21,11 +21,12 @@ import sys
 from time import monotonic
 from typing import Any
 
-from supervise._native import ParseError
+from supervise._native import ParseError, asgi_response_head
 from supervise.http.asgi_context import AsgiContext
 from supervise.http.asgi_cycle import RequestCycle
 from supervise.http.asgi_scope import ConnectionInfo, http_scope, websocket_scope
 from supervise.http.errors import error_response
+from supervise.http.health import HealthProbes, ProbeRecord, probe_environ
 from supervise.http.proxy import ContradictoryScheme
 from supervise.http.state import IDLE_GRACE_ON_STOP
 from supervise.http.write_stall import WriteStall
@@ -258,6 +259,9 @@ class HttpProtocol(asyncio.Protocol):
             self._upgrade(req, buf[:size], buf[size:])
             return
         self.buf = buf[size:]
+        if ctx.probes is not None and ctx.probes.is_probe(req.raw_path):
+            self._answer_probe(req, ctx.probes)
+            return
         if ctx.limit_body and req.content_length and req.content_length > ctx.limit_body:
             self._refuse(413, f"Request body larger than {ctx.limit_body} bytes")
             return
@@ -275,6 +279,44 @@ class HttpProtocol(asyncio.Protocol):
             rest, self.buf = self.buf, b""
             self.buf = cycle.feed_body(rest)
         start_task(ctx.loop, cycle.run())
+
+    def _answer_probe(self, req: Any, probes: HealthProbes) -> None:
+        """A --health-path probe, answered here instead of by the app."""
+        ctx = self.ctx
+        answer = probes.answer(req.method, req.raw_path)
+        assert answer is not None
+        is_head = req.method == "HEAD"
+        # A probe's body is never read: a connection that sent one closes.
+        keep = (
+            req.keep_alive
+            and ctx.keepalive > 0
+            and not ctx.state.stopping
+            and not (req.content_length or req.chunked)
+        )
+        head, _, _, keep = asgi_response_head(
+            answer.status, answer.raw_headers, req.http_version, keep, is_head, len(answer.body)
+        )
+        self.transport.write(head if is_head else head + answer.body)
+        ctx.health_checked()
+        if ctx.log_probes:
+            client = self.info.client if self.info is not None else None
+            environ = probe_environ(
+                req.method,
+                req.target,
+                req.path,
+                f"HTTP/{req.http_version}",
+                client[0] if client else "",
+            )
+            sent = 0 if is_head else len(answer.body)
+            ctx.log.access(ProbeRecord(answer, sent), None, environ, 0.0)
+        if not keep:
+            self.buf = b""
+            self.close()
+            return
+        self.served = True
+        self.idle_since = now = monotonic()
+        self.deadline = now + (ctx.header_timeout if self.buf else ctx.keepalive)
+        self._again = True  # a pipelined request may follow
 
     def _upgrade(self, req: Any, head: bytes, rest: bytes) -> None:
         """Hand the connection to the WebSocket protocol (it answers the handshake)."""

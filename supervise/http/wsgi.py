@@ -28,6 +28,7 @@ from supervise import SERVER_SOFTWARE, hooks
 from supervise._native import ChunkedDecoder, ParseError, RequestParser
 from supervise.http.connection import Connection
 from supervise.http.errors import ClientError, error_response
+from supervise.http.health import HealthProbes
 from supervise.http.proxy import ContradictoryScheme, ProxyRules
 from supervise.http.wsgi_input import EMPTY_INPUT, WSGIInput
 from supervise.http.wsgi_response import FileWrapper, Response
@@ -122,6 +123,8 @@ class WSGIHandler:
         # Requests are timed only for someone: the access log or the metrics.
         self.timed = self.access_log or worker.record is not None
         self.multithread = multithread
+        self.probes = HealthProbes.for_worker(worker)
+        self.log_probes = bool(cfg.health_access_log) and self.access_log
 
     # -- environ layers ----------------------------------------------------------
     def base_environ(self, listener: Listener) -> dict[str, Any]:
@@ -201,6 +204,9 @@ class WSGIHandler:
             conn.sendall(error_response(status, reason))
 
     def _serve(self, conn: Connection, req: Any, keep_alive: bool) -> bool:
+        probes = self.probes
+        if probes is not None and probes.is_probe(req.raw_path):
+            return self._serve_probe(conn, req, keep_alive, probes)
         environ = req.wsgi_environ(conn.environ)
         resp = Response(
             conn, self.state, req.http_version, keep_alive and req.keep_alive, req.method == "HEAD"
@@ -255,6 +261,33 @@ class WSGIHandler:
         if self.access_log:
             self.log.access(resp, req, environ, elapsed)
         worker.request_finished(resp.status_code, elapsed, resp.sent)
+        return keep
+
+    def _serve_probe(
+        self, conn: Connection, req: Any, keep_alive: bool, probes: HealthProbes
+    ) -> bool:
+        """A --health-path probe: answered here, not by the app; not a request
+        for --max-requests, the hooks or the request metrics."""
+        answer = probes.answer(req.method, req.raw_path)
+        assert answer is not None
+        resp = Response(
+            conn, self.state, req.http_version, keep_alive and req.keep_alive, req.method == "HEAD"
+        )
+        started = perf_counter() if self.log_probes else 0.0
+        try:
+            resp.start_response(answer.status_line, list(answer.headers))
+            resp.send_whole(answer.body)
+        except ClientError:
+            resp.keep_alive = False
+        keep = resp.keep_alive
+        if req.content_length or req.chunked:
+            # A probe carries no body; one that does is not read, so the
+            # connection cannot carry another request.
+            keep = False
+            conn.linger = True
+        if self.log_probes:
+            self.log.access(resp, req, req.wsgi_environ(conn.environ), perf_counter() - started)
+        self.worker.health_checked()
         return keep
 
     def _run_app(self, environ: dict[str, Any], resp: Response) -> None:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from supervise.http.asgi_context import AsgiContext
 from supervise.http.asgi_http import HttpProtocol
 from supervise.http.asgi_lifespan import Lifespan
+from supervise.http.health import HealthProbes
 from supervise.http.proxy_protocol import ProxyProtocol
 from supervise.workers.asgi_proxy import ProxyAcceptor
 from supervise.workers.base import APP_LOAD_ERROR, WORKER_BOOT_ERROR
@@ -88,6 +89,8 @@ class AsgiWorker(LoopWorker):
             is_tls=self.ssl_context is not None,
         )
         ctx.ws_protocol = ws_protocol
+        ctx.probes = HealthProbes.for_worker(self)
+        ctx.health_checked = self.health_checked
         self.lifespan = Lifespan(
             app=self.app, mode=cfg.lifespan, log=self.log, state=ctx.lifespan_state, asgi=ctx.asgi
         )

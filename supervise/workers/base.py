@@ -402,6 +402,11 @@ class Worker:
         with contextlib.suppress(OSError):
             os.kill(self.ppid, signal.SIGCHLD)
 
+    def health_checked(self) -> None:
+        """One --health-path probe answered (counted for the metrics only)."""
+        if self.figures is not None:
+            self.figures.health_checks += 1
+
     def request_finished(self, status: int, seconds: float, sent: int) -> None:
         """One response is complete: its figures (when metrics are on) and the count.
 

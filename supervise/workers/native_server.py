@@ -34,6 +34,7 @@ from time import monotonic
 from typing import Any
 
 from supervise import _native
+from supervise.http.health import log_probe
 from supervise.workers.base import WORKER_BOOT_ERROR
 from supervise.workers.evloop import SHUTDOWN_SHARE, LoopWorker, cancel_remaining
 from supervise.workers.native_settings import native_settings
@@ -133,7 +134,24 @@ class NativeServerWorker(LoopWorker):
         self._count_requests()
         self.set_active(self.server.connections())
         self.set_in_flight(self.server.in_flight())
+        if self.cfg.health_path:
+            self._health_tick()
         self.loop.call_later(self.tick, self._tick)
+
+    def _health_tick(self) -> None:
+        """The master's drain flag into the server (whose probes answer in
+        Rust), and the probes it answered into the metrics and the log."""
+        server = self.server
+        server.set_draining(self.slot.master_draining)
+        answered = server.take_health_checks()
+        if answered and self.figures is not None:
+            self.figures.health_checks += answered
+        if self.cfg.health_access_log and self.log.access_enabled:
+            lines, dropped = server.take_probe_log()
+            for client, method, target, path, protocol, status, sent in lines:
+                log_probe(self.log, client, method, target, path, protocol, status, sent)
+            if dropped:
+                self.log.warning("%d health probes not written to the access log", dropped)
 
     async def _serve(self) -> None:
         await self.stop_requested

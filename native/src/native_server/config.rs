@@ -58,6 +58,8 @@ fn set(config: &mut ServerConfig, key: &str, value: &Bound<'_, PyAny>) -> PyResu
         "backpressure" => config.backpressure = value.extract()?,
         "worker_connections" => config.max_connections = value.extract()?,
         "max_requests" => config.max_requests = value.extract()?,
+        "health_path" => config.health_path = value.extract()?,
+        "health_access_log" => config.health_access_log = value.extract()?,
         "date_header" => config.date_header = value.extract()?,
         "server_header" => config.server_header = header_value(value.extract()?)?,
         "http" => config.http = http_mode(value.extract()?)?,

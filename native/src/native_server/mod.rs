@@ -192,6 +192,40 @@ impl NativeServer {
         self.with_server(|s| s.take_requests())
     }
 
+    /// The master drains (`--shutdown-delay`): readiness probes answer 503.
+    fn set_draining(&self, draining: bool) {
+        self.with_server(|s| s.health().set_draining(draining));
+    }
+
+    /// Health probes answered since the last call.
+    fn take_health_checks(&self) -> u64 {
+        self.with_server(|s| s.health().take_answered())
+    }
+
+    /// Probes to write to the access log (`--health-access-log`) since the
+    /// last call: (client, method, target, path, protocol, status, body
+    /// bytes) each, and how many did not fit the queue.
+    #[allow(clippy::type_complexity)]
+    fn take_probe_log(
+        &self,
+    ) -> (
+        Vec<(String, String, String, String, &'static str, u16, u64)>,
+        u64,
+    ) {
+        self.with_server(|s| {
+            let (lines, dropped) = s.health().take_log();
+            let lines = lines
+                .into_iter()
+                .map(|l| {
+                    (
+                        l.client, l.method, l.target, l.path, l.version, l.status, l.sent,
+                    )
+                })
+                .collect();
+            (lines, dropped)
+        })
+    }
+
     /// Ends the runtimes (what is still open is cut) and joins their threads.
     fn close(&self, py: Python<'_>) {
         crate::server::stop_batching();

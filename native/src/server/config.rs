@@ -83,6 +83,10 @@ pub struct ServerConfig {
     /// `Connection: close` on HTTP/1.x, as the Python workers' last one does:
     /// the worker is about to retire, so its connections should not idle on.
     pub max_requests: u64,
+    /// `--health-path` (normalised, no trailing slash); `None`: no probes.
+    pub health_path: Option<String>,
+    /// `--health-access-log`: probes go to the access log too.
+    pub health_access_log: bool,
     pub date_header: bool,
     pub server_header: Option<HeaderValue>,
     pub scheme: &'static str,
@@ -115,6 +119,8 @@ impl Default for ServerConfig {
             backpressure: 0,
             max_connections: 1000,
             max_requests: 0,
+            health_path: None,
+            health_access_log: false,
             date_header: true,
             server_header: Some(HeaderValue::from_static("supervise")),
             scheme: "http",

@@ -34,7 +34,7 @@ impl Counters {
         self.loop_beat.store(now, Ordering::Relaxed);
     }
 
-    fn loop_stuck(&self) -> bool {
+    pub(super) fn loop_stuck(&self) -> bool {
         let beat = self.loop_beat.load(Ordering::Relaxed);
         beat != 0 && crate::coarse_clock::monotonic_ns() + 1 - beat > LOOP_STUCK_AFTER_NS
     }

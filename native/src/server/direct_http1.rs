@@ -25,6 +25,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use super::body::Framing;
 use super::direct_wire::{Stop, Target, Wire};
 use super::exchange::{ConnInfo, Exchange, ExchangeBody, Interim, Tracker, SMALL_BODY};
+use super::health::Probed;
 use super::reply::Reply;
 use super::reply_batch::ReplySlot;
 use super::shared::Shared;
@@ -34,7 +35,7 @@ const FILE_CHUNK: usize = 256 * 1024;
 
 /// The connection's stream, whatever lies under it (TCP, unix, TLS): not
 /// boxed, so that hyper gets the same concrete stream after a hand-over.
-pub(super) trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+pub(crate) trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Io for T {}
 
 /// The stream and the bytes read from it that hyper must see first.
@@ -61,6 +62,13 @@ pub(super) async fn serve<I: Io>(
                 break true;
             }
         };
+        if let Some(kept) = answer_probe(&mut w, &head, &conn, &shared).await {
+            w.buf.advance(n);
+            if !kept {
+                break true;
+            }
+            continue;
+        }
         let Some(parts) = direct_parts(&head, &shared) else {
             return Some(w.into_parts());
         };
@@ -74,6 +82,36 @@ pub(super) async fn serve<I: Io>(
     };
     w.close(linger).await;
     None
+}
+
+/// A `--health-path` probe on a direct HTTP/1.1 loop (this one, and the
+/// WSGI engine's): answered and written here (gate.rs: `Shared::probe`).
+/// `None`: `h` is no probe; else whether the connection may carry another
+/// request. A probe's body is never read, so one that has a body ends it.
+pub(crate) async fn answer_probe<I: Io>(
+    w: &mut Wire<I>,
+    h: &RequestHead,
+    conn: &ConnInfo,
+    shared: &Shared,
+) -> Option<bool> {
+    let probe = shared.probe(h.method(), h.raw_path())?;
+    let mut t = Target::of(h, &shared.config);
+    t.keep_alive &= !h.chunked
+        && h.content_length.unwrap_or(0) == 0
+        && !shared.stopping.load(std::sync::atomic::Ordering::Acquire);
+    shared.probed(
+        probe,
+        Probed {
+            client: &conn.client,
+            method: h.method(),
+            target: h.target(),
+            path: h.raw_path(),
+            version: if t.http11 { "HTTP/1.1" } else { "HTTP/1.0" },
+            head_only: t.is_head,
+        },
+    );
+    let nobody = Arc::new(Tracker::default());
+    Some(write_reply(w, probe.reply(), t, &nobody).await)
 }
 
 /// The request as the bridge takes it, when this loop serves it.

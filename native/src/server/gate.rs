@@ -6,7 +6,9 @@
 //! the request counted in flight from the moment it passes the first test,
 //! so that a waiting one counts for the limit and for a graceful stop.
 //! After it, every HTTP/1.x loop (the WSGI engine's wsgi/direct_http1.rs too) asks
-//! `closes_after` whether its connection ends with this response.
+//! `closes_after` whether its connection ends with this response. Before
+//! all of it, `probe` tells a `--health-path` probe apart (health.rs): it
+//! is answered by the loop itself and passes none of these rules.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -15,6 +17,7 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use super::body::ExchangeGuard;
 use super::exchange::{ConnInfo, Tracker};
+use super::health::{Answer, ProbeLine, Probed};
 use super::shared::Shared;
 
 /// What a request past `--limit-concurrency` is answered.
@@ -61,5 +64,44 @@ impl Shared {
     fn over_concurrency(&self) -> bool {
         let limit = self.config.limit_concurrency;
         limit > 0 && self.counters.in_flight() >= limit
+    }
+}
+
+impl Shared {
+    /// The answer to a request for `path` (undecoded, without the query);
+    /// `None` when it is no probe path and the app gets it.
+    pub fn probe(&self, method: &[u8], path: &[u8]) -> Option<Answer> {
+        let health = &self.health;
+        let ready = health.kind(path)?;
+        Some(if method != b"GET" && method != b"HEAD" {
+            Answer::Method
+        } else if !ready {
+            if self.counters.loop_stuck() {
+                Answer::Stuck
+            } else {
+                Answer::Live
+            }
+        } else if self.stopping.load(Ordering::Acquire) || health.is_draining() {
+            Answer::Draining
+        } else {
+            Answer::Ready
+        })
+    }
+
+    /// Counts a probe answered (and queues its log line when asked).
+    pub fn probed(&self, answer: Answer, p: Probed<'_>) {
+        self.health.record(answer, |status| ProbeLine {
+            client: p.client.to_owned(),
+            method: String::from_utf8_lossy(p.method).into_owned(),
+            target: String::from_utf8_lossy(p.target).into_owned(),
+            path: String::from_utf8_lossy(p.path).into_owned(),
+            version: p.version,
+            status,
+            sent: if p.head_only {
+                0
+            } else {
+                answer.text().len() as u64
+            },
+        });
     }
 }

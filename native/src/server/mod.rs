@@ -20,6 +20,7 @@ mod fin_watch;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 mod gate;
+pub mod health;
 mod hyper_builders;
 mod hyper_head_rules;
 mod listener;
@@ -43,6 +44,7 @@ mod ws_session;
 
 pub use body::ResponseBody;
 pub use config::{Http2Config, HttpMode, RuntimeMode, ServerConfig, WsConfig};
+pub(crate) use direct_http1::answer_probe;
 pub use dispatch::{BoxIo, Dispatch, Served};
 pub use exchange::{ConnInfo, Exchange, ExchangeBody, TlsInfo, Tracker, SMALL_BODY};
 pub use fin_watch::client_fin;

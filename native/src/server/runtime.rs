@@ -33,6 +33,8 @@ impl Server {
             .as_ref()
             .map(|t| tokio_rustls::TlsAcceptor::from(super::tls::with_alpn(t, config.http)));
         let (stop, stop_rx) = watch::channel(false);
+        let health =
+            super::health::Health::new(config.health_path.as_deref(), config.health_access_log);
         let shared = Arc::new(Shared {
             http: super::hyper_builders::Builders::new(&config),
             tls,
@@ -43,6 +45,7 @@ impl Server {
             config,
             dispatch,
             counters: Arc::default(),
+            health,
             stopping: Default::default(),
             stop_rx,
         });
@@ -164,6 +167,11 @@ impl Server {
 
     pub fn take_requests(&self) -> u64 {
         self.shared.counters.take_requests()
+    }
+
+    /// `--health-path`'s probes, their drain flag and their log.
+    pub fn health(&self) -> &super::health::Health {
+        &self.shared.health
     }
 
     /// Ends every runtime (connections still open are dropped) and joins

@@ -17,6 +17,7 @@ use tokio::sync::oneshot;
 use super::body::plain;
 use super::body::{ExchangeGuard, Framing, ResponseBody};
 use super::exchange::{ConnInfo, Exchange, ExchangeBody, Tracker};
+use super::health::{Answer, Probed};
 use super::hyper_head_rules;
 use super::reply::Reply;
 use super::reply_batch::ReplySlot;
@@ -63,6 +64,9 @@ async fn answer(
     }
     if let Err(r) = hyper_head_rules::check(&mut head, &shared.config) {
         return plain(r.status, r.reason, h1);
+    }
+    if let Some(probe) = shared.probe(head.method.as_str().as_bytes(), head.uri.path().as_bytes()) {
+        return answer_probe(probe, &head, &shared, &conn, h1);
     }
     if websocket {
         let response = match websocket::check(&head) {
@@ -111,6 +115,44 @@ async fn answer(
             .insert(CONNECTION, HeaderValue::from_static("close"));
     }
     response
+}
+
+/// A `--health-path` probe, answered here (gate.rs: `Shared::probe`).
+fn answer_probe(
+    probe: Answer,
+    head: &hyper::http::request::Parts,
+    shared: &Shared,
+    conn: &ConnInfo,
+    h1: bool,
+) -> Response<ResponseBody> {
+    let method = head.method.as_str().as_bytes();
+    shared.probed(
+        probe,
+        Probed {
+            client: &conn.client,
+            method,
+            target: head
+                .uri
+                .path_and_query()
+                .map_or(b"/", |t| t.as_str().as_bytes()),
+            path: head.uri.path().as_bytes(),
+            version: match head.version {
+                Version::HTTP_10 => "HTTP/1.0",
+                Version::HTTP_11 => "HTTP/1.1",
+                _ => "HTTP/2.0",
+            },
+            head_only: method == b"HEAD",
+        },
+    );
+    let mut response = Response::new(ResponseBody::full(probe.text()));
+    *response.status_mut() = probe.status();
+    *response.headers_mut() = probe.headers();
+    if h1 && shared.stopping.load(std::sync::atomic::Ordering::Acquire) {
+        response
+            .headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    with_server(response, &shared.config.server_header)
 }
 
 /// hyper does not shut down a connection whose request asked to upgrade: once

@@ -21,6 +21,8 @@ pub struct Shared {
     /// `--backpressure`: one permit per request with the app; `None`: no bound.
     pub app_permits: Option<Arc<Semaphore>>,
     pub counters: Arc<Counters>,
+    /// `--health-path`: the probe paths, the drain flag, the probes answered.
+    pub health: super::health::Health,
     /// Set on a graceful stop: every response not yet sent says `Connection: close`.
     pub stopping: std::sync::atomic::AtomicBool,
     /// The same stop, for what awaits it (WebSocket sessions close with 1012).

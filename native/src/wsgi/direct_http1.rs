@@ -28,7 +28,7 @@ use super::dispatch::{Call, Engine, Produced};
 use super::spool::{RequestBody, Spool, SPOOL_AT};
 use crate::http1_codec::{ChunkedDecoder, RequestHead, ResponseHead, Version};
 use crate::server::direct_wire::{Stop, Target, Wire};
-use crate::server::{BoxIo, ConnInfo, Shared};
+use crate::server::{answer_probe, BoxIo, ConnInfo, Shared};
 
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
@@ -70,6 +70,12 @@ pub(super) async fn serve(
                 break true;
             }
         };
+        if let Some(kept) = answer_probe(&mut c.wire, &head, &conn, &shared).await {
+            if !kept {
+                break true;
+            }
+            continue;
+        }
         let body = match c.read_body(&head, &shared, engine.body_timeout()).await {
             Ok(body) => body,
             Err(Stop::Close) => break false,

@@ -1,0 +1,237 @@
+//! Health probes (`--health-path`), answered by the server before any app,
+//! on every loop that serves requests: hyper's service (HTTP/1.1 and HTTP/2)
+//! and the direct HTTP/1.1 loops (the bridge's and the WSGI engine's).
+//!
+//! `PATH` and `PATH/ready` answer readiness: 200 while the worker serves,
+//! 503 once it stops (`Shared::stopping`) or its master drains
+//! (`--shutdown-delay`: the worker's tick copies the scoreboard's flag into
+//! `Health::set_draining`). `PATH/live` answers liveness: 200, or 503 when
+//! the worker's Python loop has not ticked for a second (the accept loops'
+//! own test, counters.rs), since a probe answered by tokio alone would call
+//! a worker alive whose app can no longer run. The texts and fields are the
+//! Python workers' (supervise/http/health.py).
+//!
+//! A probe is not a request: it takes no place under `--limit-concurrency`,
+//! counts for no `--max-requests`, reaches no app and, unless
+//! `--health-access-log`, no access log. It is counted (`take_answered`),
+//! and when logged it waits in a bounded queue for the worker's tick.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use bytes::Bytes;
+use hyper::header::{HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::{HeaderMap, StatusCode};
+
+use super::reply::Reply;
+
+/// Probe lines kept for the worker's tick (every 0.1 s) at most; past it
+/// they are counted as dropped, never stored.
+const LOG_QUEUE: usize = 1024;
+
+/// The probe paths and the state their answers come from.
+pub struct Health {
+    paths: Option<Paths>,
+    draining: AtomicBool,
+    answered: AtomicU64,
+    log: Option<Mutex<ProbeLog>>,
+}
+
+struct Paths {
+    ready: Box<[u8]>,
+    ready_too: Box<[u8]>,
+    live: Box<[u8]>,
+}
+
+#[derive(Default)]
+struct ProbeLog {
+    lines: VecDeque<ProbeLine>,
+    dropped: u64,
+}
+
+/// One logged probe, as the worker's access log reads it.
+pub struct ProbeLine {
+    pub client: String,
+    pub method: String,
+    pub target: String,
+    pub path: String,
+    pub version: &'static str,
+    pub status: u16,
+    pub sent: u64,
+}
+
+/// What a probe is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    Ready,
+    Draining,
+    Live,
+    Stuck,
+    Method,
+}
+
+impl Answer {
+    pub fn status(self) -> StatusCode {
+        match self {
+            Answer::Ready | Answer::Live => StatusCode::OK,
+            Answer::Draining | Answer::Stuck => StatusCode::SERVICE_UNAVAILABLE,
+            Answer::Method => StatusCode::METHOD_NOT_ALLOWED,
+        }
+    }
+
+    pub fn text(self) -> &'static str {
+        match self {
+            Answer::Ready => "ready\n",
+            Answer::Draining => "draining\n",
+            Answer::Live => "live\n",
+            Answer::Stuck => "stuck\n",
+            Answer::Method => "Method Not Allowed\n",
+        }
+    }
+
+    pub fn headers(self) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        // A cached answer would hide the drain from the prober.
+        headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        if self == Answer::Method {
+            headers.insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+        }
+        headers
+    }
+
+    pub fn reply(self) -> Reply {
+        Reply::Full {
+            status: self.status(),
+            headers: self.headers(),
+            body: Bytes::from_static(self.text().as_bytes()),
+        }
+    }
+}
+
+impl Health {
+    /// `path`: `--health-path` as the settings normalised it (no trailing
+    /// slash); `None` answers no probe.
+    pub fn new(path: Option<&str>, log: bool) -> Health {
+        Health {
+            paths: path.map(|base| Paths {
+                ready: base.as_bytes().into(),
+                ready_too: format!("{base}/ready").into_bytes().into(),
+                live: format!("{base}/live").into_bytes().into(),
+            }),
+            draining: AtomicBool::new(false),
+            answered: AtomicU64::new(0),
+            log: (path.is_some() && log).then(Mutex::default),
+        }
+    }
+
+    pub fn set_draining(&self, draining: bool) {
+        self.draining.store(draining, Ordering::Relaxed);
+    }
+
+    /// Probes answered since the last call.
+    pub fn take_answered(&self) -> u64 {
+        self.answered.swap(0, Ordering::Relaxed)
+    }
+
+    /// The probes to log since the last call, and how many did not fit.
+    pub fn take_log(&self) -> (Vec<ProbeLine>, u64) {
+        let Some(log) = &self.log else {
+            return (Vec::new(), 0);
+        };
+        let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+        let dropped = std::mem::take(&mut log.dropped);
+        (log.lines.drain(..).collect(), dropped)
+    }
+
+    /// Whether `path` asks for readiness (`true`) or liveness (`false`);
+    /// `None`: no probe path.
+    pub fn kind(&self, path: &[u8]) -> Option<bool> {
+        let paths = self.paths.as_ref()?;
+        if *path == *paths.ready || *path == *paths.ready_too {
+            Some(true)
+        } else if *path == *paths.live {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
+    }
+
+    /// Counts a probe answered, and queues its log line when asked.
+    pub fn record(&self, answer: Answer, line: impl FnOnce(u16) -> ProbeLine) {
+        self.answered.fetch_add(1, Ordering::Relaxed);
+        if let Some(log) = &self.log {
+            let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+            if log.lines.len() < LOG_QUEUE {
+                log.lines.push_back(line(answer.status().as_u16()));
+            } else {
+                log.dropped += 1;
+            }
+        }
+    }
+}
+
+/// What a loop knows of the probe it answered, for the access log.
+/// (`Shared::probe` and `Shared::probed`, in gate.rs, answer and count it.)
+pub struct Probed<'a> {
+    pub client: &'a str,
+    pub method: &'a [u8],
+    pub target: &'a [u8],
+    pub path: &'a [u8],
+    pub version: &'static str,
+    pub head_only: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_and_methods() {
+        let h = Health::new(Some("/healthz"), false);
+        assert_eq!(h.kind(b"/healthz"), Some(true));
+        assert_eq!(h.kind(b"/healthz/ready"), Some(true));
+        assert_eq!(h.kind(b"/healthz/live"), Some(false));
+        assert_eq!(h.kind(b"/healthz/"), None);
+        assert_eq!(h.kind(b"/healthzz"), None);
+        assert_eq!(h.kind(b"/"), None);
+        assert_eq!(Health::new(None, true).kind(b"/healthz"), None);
+        assert!(Health::new(None, true).log.is_none());
+    }
+
+    #[test]
+    fn log_is_bounded() {
+        let h = Health::new(Some("/h"), true);
+        for _ in 0..LOG_QUEUE + 5 {
+            h.record(Answer::Ready, |status| ProbeLine {
+                client: String::new(),
+                method: "GET".into(),
+                target: "/h".into(),
+                path: "/h".into(),
+                version: "HTTP/1.1",
+                status,
+                sent: 6,
+            });
+        }
+        let (lines, dropped) = h.take_log();
+        assert_eq!((lines.len(), dropped), (LOG_QUEUE, 5));
+        assert_eq!(h.take_answered(), (LOG_QUEUE + 5) as u64);
+        assert_eq!(h.take_answered(), 0);
+        assert_eq!(h.take_log().0.len(), 0);
+    }
+
+    #[test]
+    fn answers() {
+        assert_eq!(Answer::Draining.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(Answer::Method.headers().get(ALLOW).unwrap(), "GET, HEAD");
+        assert!(Answer::Ready.headers().get(ALLOW).is_none());
+    }
+}
