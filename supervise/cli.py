@@ -333,6 +333,30 @@ def load_config(argv: list[str], environ: Mapping[str, str]) -> Config:
     return cfg
 
 
+def check_tls_files(cfg: Config) -> None:
+    """Refuse, as any bad setting, a certificate without its key or with
+    another's: found here, before a worker boots, it is one clear line instead
+    of OpenSSL's "PEM lib" in a worker's log. A custom ssl_context hook may
+    load its key from elsewhere, so it is trusted to know better."""
+    from supervise.hooks import HOOKS
+    from supervise.tls import key_pair_problem
+
+    if not cfg.certfile or cfg.ssl_context is not HOOKS["ssl_context"].default:
+        return
+    problem = key_pair_problem(cfg.certfile, cfg.keyfile, cfg.keyfile_password)
+    if problem:
+        raise ConfigError(problem)
+
+
+def load_server_config(argv: list[str], environ: Mapping[str, str]) -> Config:
+    """load_config() plus the checks that only serving needs (not ctl, not
+    --print-config): at start and at each HUP alike, so that a reload to a
+    mismatched key is refused and the old configuration keeps serving."""
+    cfg = load_config(argv, environ)
+    check_tls_files(cfg)
+    return cfg
+
+
 # Settings --print-config must not show (it often lands in logs and tickets).
 SECRET = frozenset({"keyfile_password"})
 
@@ -438,6 +462,10 @@ def main(argv: list[str] | None = None) -> None:
             "(or wsgi_app in the config file)",
             2,
         )
+    try:
+        check_tls_files(cfg)
+    except ConfigError as exc:
+        _fail(str(exc), 2)
     if cfg.check_config:
         sys.exit(check_app(cfg))
 
@@ -445,7 +473,7 @@ def main(argv: list[str] | None = None) -> None:
     from supervise.workers import WorkerClassError
 
     try:
-        Arbiter(cfg, argv=args, reload_config=lambda: load_config(args, os.environ)).run()
+        Arbiter(cfg, argv=args, reload_config=lambda: load_server_config(args, os.environ)).run()
     except ConfigError as exc:  # e.g. a log file that cannot be opened at startup
         _fail(str(exc), 2)
     except WorkerClassError as exc:  # -k names a class that cannot be imported

@@ -1,6 +1,6 @@
 """``supervise ctl``: talk to a running master over its control socket.
 
-    supervise ctl [-s PATH | -c CONFIG] [--json] COMMAND [ARGS]
+    supervise ctl [-s PATH | -c CONFIG] [--json] COMMAND [ARGS] [--json ...]
 
 Commands: ``status``, ``reload``, ``scale N|+N|-N``, ``retire PID``,
 ``reopen-logs``, ``stop [--graceful]``. The socket is ``-s PATH``, else
@@ -31,37 +31,75 @@ class CtlError(Exception):
     """What went wrong, in one line for the user."""
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="supervise ctl",
-        description="Control a running supervise master through its control socket.",
-    )
+def _global_options(parser: argparse.ArgumentParser, *, after_command: bool) -> None:
+    """-s, -c, --json and --timeout, accepted before the command or after it.
+
+    After the command the defaults are SUPPRESS: argparse copies a
+    subparser's defaults over the main namespace, so a plain default there
+    would undo ``supervise ctl --json status``.
+    """
+    unset: dict[str, Any] = {"default": argparse.SUPPRESS} if after_command else {}
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("-s", "--socket", metavar="PATH", help="the master's control socket")
     where.add_argument(
-        "-c", "--config", metavar="CONFIG", help="read control_socket from this config file"
+        "-s", "--socket", metavar="PATH", help="the master's control socket", **unset
     )
-    parser.add_argument("--json", action="store_true", help="print the master's answer as JSON")
+    where.add_argument(
+        "-c",
+        "--config",
+        metavar="CONFIG",
+        help="read control_socket from this config file",
+        **unset,
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the master's answer as JSON", **unset
+    )
     parser.add_argument(
         "--timeout",
         type=float,
         metavar="SECONDS",
         help=f"give up waiting after this long (default {DEFAULT_TIMEOUT:g}; "
         f"reload and stop --graceful: {LONG_TIMEOUT:g})",
+        **unset,
     )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="supervise ctl",
+        description="Control a running supervise master through its control socket. "
+        "The options -s, -c, --json and --timeout go before or after the command.",
+    )
+    _global_options(parser, after_command=False)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    commands.add_parser("status", help="the master and every worker")
-    commands.add_parser("reload", help="as HUP; answers once the new generation serves or failed")
-    scale = commands.add_parser("scale", help="set the number of workers: N, +N or -N")
+
+    def command(name: str, summary: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=summary)
+        _global_options(sub, after_command=True)
+        return sub
+
+    command("status", "the master and every worker")
+    command("reload", "as HUP; answers once the new generation serves or failed")
+    scale = command("scale", "set the number of workers: N, +N or -N")
     scale.add_argument("count", metavar="N|+N|-N")
-    retire = commands.add_parser("retire", help="replace one worker gracefully")
+    retire = command("retire", "replace one worker gracefully")
     retire.add_argument("pid", type=int, metavar="PID")
-    commands.add_parser("reopen-logs", help="as USR1: reopen the log files")
-    stop = commands.add_parser("stop", help="stop the server now (as INT)")
+    command("reopen-logs", "as USR1: reopen the log files")
+    stop = command("stop", "stop the server now (as INT)")
     stop.add_argument(
         "--graceful", action="store_true", help="finish the requests in flight first (as TERM)"
     )
     return parser
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The command line, options before or after the command alike."""
+    parser = _parser()
+    # The main parser sees no -s/-c given after the command, so the
+    # mutually exclusive group cannot catch `-s A status -c B` by itself.
+    args = parser.parse_args(argv)
+    if args.socket and args.config:
+        parser.error("argument -c/--config: not allowed with argument -s/--socket")
+    return args
 
 
 def find_socket(args: argparse.Namespace) -> str:
@@ -232,7 +270,7 @@ def _fail(message: str, status: int = 1) -> NoReturn:
 
 def main(argv: list[str]) -> None:
     """``supervise ctl ARGS`` (argv without "ctl")."""
-    args = _parser().parse_args(argv)
+    args = parse(argv)
     command: dict[str, Any] = {"command": args.command, "args": []}
     if args.command == "scale":
         command["args"] = [args.count]

@@ -83,6 +83,33 @@ def watch_dirs(roots: Iterable[str]) -> tuple[list[str], set[str], bool]:
     return dirs, skipped, False
 
 
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def describe_watch(
+    roots: Iterable[str], dir_count: int, skipped: Iterable[str], extra_count: int = 0
+) -> str:
+    """The one log line that says what --reload watches and what it leaves out.
+
+    It names the file kinds as well as the places, since a change to any other
+    file (a template, a .env) reloads nothing, and lists the names of the
+    directories skipped so that one can tell why an edit there is not seen.
+    """
+    kinds = ", ".join(f"*{suffix}" for suffix in WATCHED_SUFFIXES)
+    extra = f" and {_count(extra_count, 'extra file', 'extra files')}" if extra_count else ""
+    # Names, not a count: one name (__pycache__) may stand for many directories.
+    left_out = ", ".join(sorted(skipped))
+    if left_out:
+        excluded = f"skipping virtualenv, hidden, dependency and build directories: {left_out}"
+    else:
+        excluded = "no directory skipped"
+    return (
+        f"Reloader: watching {kinds} files{extra} in "
+        f"{_count(dir_count, 'directory', 'directories')} under {', '.join(roots)}; {excluded}"
+    )
+
+
 class FileWatcher:
     """Calls ``on_change`` after source files change; ``run()`` blocks (start it on a thread)."""
 
@@ -113,12 +140,7 @@ class FileWatcher:
 
         roots = watch_roots(self.extra_files)
         dirs, skipped, cut = watch_dirs(roots)
-        self.log.info(
-            "Reloader: watching %s for changes (%d directories; not %s)",
-            ", ".join(roots),
-            len(dirs),
-            ", ".join(sorted(skipped)) or "-",
-        )
+        self.log.info("%s", describe_watch(roots, len(dirs), skipped, len(extra)))
         if cut:
             self.log.warning(
                 "Reloader: more than %d directories: watching only the first ones; "

@@ -226,7 +226,7 @@ def _build() -> dict[str, Setting]:
         help="The kind of worker: sync, gthread, gevent, asgi, rsgi, native, or a dotted "
         "path. `sync` serves WSGI one request at a time, `gthread` WSGI on a thread pool "
         "with keep-alive, `gevent` WSGI on greenlets, `asgi` ASGI on asyncio, `rsgi` RSGI "
-        "on the native server, and `native` WSGI or RSGI apps on the native server "
+        "on the native server, and `native` WSGI, ASGI or RSGI apps on the native server "
         "(`--interface`; HTTP/2 and TLS included); a dotted path names a subclass of "
         "`supervise.workers.base.Worker`. As in Gunicorn, `sync` with "
         "`threads` above 1 runs the gthread worker. Gunicorn's own names and class paths "

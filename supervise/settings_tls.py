@@ -29,7 +29,10 @@ def declare(add: Callable[..., None]) -> None:
         metavar="FILE",
         validator=EXISTING_FILE,
         help="The TLS certificate chain (PEM), the server's certificate first. Setting "
-        "keyfile or certfile serves HTTPS.",
+        "keyfile or certfile serves HTTPS. The private key may follow the certificates "
+        "in this file instead of being in keyfile. A certfile without a key and no "
+        "keyfile, or a key that is not this certificate's, is refused at start with one "
+        "line, as any bad setting (and a HUP to it is refused).",
     )
     add(
         name="keyfile_password",

@@ -8,6 +8,7 @@ extra CA) or one of its own. The same hook as Gunicorn's, so configs carry over.
 
 from __future__ import annotations
 
+import re
 import ssl
 from typing import Any
 
@@ -19,6 +20,62 @@ AEAD_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
 
 class TLSConfigError(Exception):
     """The TLS settings cannot make a context; str() names the files and the reason."""
+
+
+# RSA, EC, PKCS#8 and encrypted PKCS#8 keys alike end their BEGIN line so.
+_PEM_PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
+
+
+class _NoPassword(Exception):
+    """Raised instead of letting OpenSSL prompt on the terminal for a key's password."""
+
+
+def _holds_private_key(path: str) -> bool:
+    with open(path, encoding="ascii", errors="replace") as f:
+        return _PEM_PRIVATE_KEY.search(f.read()) is not None
+
+
+def key_pair_problem(certfile: str, keyfile: str | None, password: str | None) -> str | None:
+    """What keeps ``certfile`` and ``keyfile`` from being a certificate and its
+    key, in one line; None when they are, or when what is wrong is better told
+    by the TLS load itself (an unreadable certificate, an encrypted key).
+
+    OpenSSL reports a missing key as "PEM lib" and a wrong one as "key values
+    mismatch"; these two mistakes are common enough to deserve plain words.
+    """
+    try:
+        if keyfile is None and not _holds_private_key(certfile):
+            return (
+                f"certfile {certfile!r} holds no private key and no keyfile is given: "
+                "set keyfile (--keyfile KEY.pem), or put the key in certfile after "
+                "the certificates"
+            )
+        if keyfile is not None and not _holds_private_key(keyfile):
+            return f"keyfile {keyfile!r} holds no private key (no PEM PRIVATE KEY block)"
+    except OSError:
+        return None
+
+    def ask() -> str:
+        if password is None:
+            raise _NoPassword
+        return password
+
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(certfile, keyfile, password=ask)
+    except ssl.SSLError as exc:
+        if exc.reason == "KEY_VALUES_MISMATCH":
+            if keyfile is None:
+                return (
+                    f"the private key in certfile {certfile!r} is not the key of its "
+                    "certificate (a key from another certificate?)"
+                )
+            return (
+                f"keyfile {keyfile!r} is not the key of the certificate in certfile "
+                f"{certfile!r} (a key from another certificate?)"
+            )
+    except (_NoPassword, OSError, ValueError, TypeError):
+        pass
+    return None
 
 
 def _default_context(cfg: Any) -> ssl.SSLContext:
@@ -35,8 +92,9 @@ def _default_context(cfg: Any) -> ssl.SSLContext:
             certfile=cfg.certfile, keyfile=cfg.keyfile, password=cfg.keyfile_password
         )
     except (OSError, ssl.SSLError) as exc:
+        problem = key_pair_problem(cfg.certfile, cfg.keyfile, cfg.keyfile_password)
         raise TLSConfigError(
-            f"cannot load certfile {cfg.certfile!r} / keyfile {cfg.keyfile!r}: {exc}"
+            problem or f"cannot load certfile {cfg.certfile!r} / keyfile {cfg.keyfile!r}: {exc}"
         ) from None
     context.verify_mode = ssl.VerifyMode(cfg.cert_reqs)
     try:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import http.client
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from importlib.util import find_spec
@@ -24,6 +27,53 @@ TESTS_DIR = Path(__file__).parent
 APPS_DIR = TESTS_DIR / "apps"
 REPO_DIR = TESTS_DIR.parent
 SHARED_DIR = REPO_DIR.parent / "shared"
+
+
+# -- servers die with the test run ------------------------------------------------
+# A server runs in a session of its own (so that a test can signal its whole
+# process group), so it outlives a pytest that is killed: left running, it holds
+# its port and CPU. Two guards: the kernel sends SIGTERM to each server's master
+# when pytest goes (PR_SET_PDEATHSIG, Linux), and a SIGTERM to pytest becomes a
+# normal interrupted exit, so the fixtures' teardown stops what they started.
+# Workers follow their master: they stop once their parent changes
+# (Worker.notify's ppid check).
+
+_PR_SET_PDEATHSIG = 1
+# Looked up now: the preexec function runs between fork and exec, where only
+# what is already there is safe to use.
+_prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
+_PYTEST_PID = os.getpid()
+
+
+def _die_with_pytest() -> None:
+    if _prctl is not None:
+        _prctl(_PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0)
+    if os.getppid() != _PYTEST_PID:  # pytest went before the signal was armed
+        os._exit(1)
+
+
+def die_with_pytest() -> Callable[[], None] | None:
+    """The ``preexec_fn`` for a long-running process a test starts: it gets
+    SIGTERM when pytest dies. None off the main thread, since the kernel sends
+    the signal when the *thread* that started the process ends, and a helper
+    thread's end is no reason to stop a server."""
+    if os.getpid() != _PYTEST_PID or threading.current_thread() is not threading.main_thread():
+        return None
+    return _die_with_pytest
+
+
+def _sigterm_ends_the_run(signum: int, frame: Any) -> None:
+    if os.getpid() != _PYTEST_PID:
+        # A child forked by a test inherited this handler: die as SIGTERM would.
+        signal.signal(SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), SIGTERM)
+        return
+    pytest.exit("SIGTERM: stopping; the started servers are stopped first", returncode=143)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(SIGTERM, _sigterm_ends_the_run)
 
 
 def free_port() -> int:
@@ -242,6 +292,7 @@ def launch(
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=die_with_pytest(),
         )
     return Server(proc, "127.0.0.1", port, unix, log)
 

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import die_with_pytest
 
 SITE_EXAMPLE = Path(__file__).parent.parent / "examples" / "nginx" / "myapp.conf"
 # The two lines of the example that name where things are.
@@ -191,6 +192,7 @@ def start_nginx(
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=die_with_pytest(),  # nginx's master stops its workers on TERM
         )
     nginx = Nginx(proc, prefix, port)
     deadline = time.monotonic() + timeout

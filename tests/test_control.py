@@ -319,6 +319,31 @@ def _read_pid(path: Path) -> int:
         return 0
 
 
+def test_options_go_before_or_after_the_command(start_server, tmp_path):
+    """docs/operations.md writes `ctl status --json`; `ctl --json status` works too."""
+    sock = tmp_path / "ctl.sock"
+    server = start_server(ops_app("sync"), "--control-socket", str(sock))
+    _ready(sock, 1)
+    for argv in (
+        ("-s", str(sock), "--json", "status"),
+        ("-s", str(sock), "status", "--json"),
+        ("status", "--json", "-s", str(sock), "--timeout", "5"),
+    ):
+        result = ctl(*argv)
+        assert result.returncode == 0, (argv, result.stderr)
+        assert json.loads(result.stdout)["master"]["pid"] == server.pid, argv
+    table = ctl("status", "-s", str(sock))
+    assert table.returncode == 0 and table.stdout.startswith(f"master  pid {server.pid}")
+    # -s and -c exclude each other wherever each is written.
+    for argv in (("-s", str(sock), "status", "-c", "x.py"), ("status", "-c", "x.py", "-s", "y")):
+        usage = ctl(*argv)
+        assert usage.returncode == 2 and "not allowed with argument" in usage.stderr, argv
+    result = ctl("stop", "--graceful", "--json", "-s", str(sock))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["ok"] is True
+    assert server.proc.wait(10) == 0
+
+
 def test_ctl_help_lists_the_commands():
     """`supervise ctl` is the command (an app module named ctl is written ctl:app)."""
     result = ctl("--help")

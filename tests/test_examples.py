@@ -99,6 +99,10 @@ def test_django_project(start_server, tmp_path, args):
     assert json.loads(body) == {"notes": [note]}
     assert json.loads(server.get(f"/notes/{note['id']}/")[2]) == note
     assert server.get("/notes/999/")[0] == 404
+    # StreamingHttpResponse: no length given, so chunked on every worker class.
+    status, headers, body = server.get("/stream/")
+    assert status == 200 and body == b"".join(b"line %d\n" % i for i in range(5))
+    assert headers.get("transfer-encoding") == "chunked", headers
     # Behind a trusted proxy, Django builds https URLs without any setting of its own.
     status, _, body = server.get("/", headers={"X-Forwarded-Proto": "https"})
     assert body.startswith(b"Hello from Django at https://")

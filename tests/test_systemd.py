@@ -17,6 +17,7 @@ from conftest import (
     APPS_DIR,
     REPO_DIR,
     Server,
+    die_with_pytest,
     free_port,
     read_until_closed,
     supervise_command,
@@ -102,6 +103,7 @@ def test_socket_activation_uses_fd_3(tmp_path):
             stderr=subprocess.STDOUT,
             pass_fds=[listener.fileno()],
             start_new_session=True,
+            preexec_fn=die_with_pytest(),
         )
     listener.close()
     server = Server(proc, "127.0.0.1", port, None, log)
@@ -159,6 +161,7 @@ def test_the_example_units_under_socket_activation(tmp_path):
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=die_with_pytest(),
         )
     server = Server(proc, "", None, listen, log)
     try:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import WSGI_WORKERS, lifecycle_app, worker_params
+from conftest import APPS_DIR, WSGI_WORKERS, lifecycle_app, worker_params
 from hostile import hostile_app
 
 APP = "wsgi_apps"
@@ -101,6 +101,11 @@ def start_tls(start_server, pki: Path, *args: str, **options: Any):
         *args, "--certfile", str(pki / "server.pem"), "--keyfile", str(pki / "server.key"),
         wait=False, **options,
     )  # fmt: skip
+    return wait_https(server, pki)
+
+
+def wait_https(server, pki: Path):
+    """``server`` once it answers over HTTPS (is_serving speaks plain HTTP)."""
     ctx = client_context(pki, cert=True)
     deadline = time.monotonic() + 20
     while True:
@@ -221,6 +226,59 @@ def test_encrypted_keyfile_with_keyfile_password(start_server, pki, tmp_path):
             assert server.proc.poll() is None, server.log()
             assert time.monotonic() < deadline, server.log()
             time.sleep(0.1)
+
+
+def _refused_start(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "supervise", "-b", "127.0.0.1:0", *args, f"{APP}:hello"],
+        capture_output=True, text=True, timeout=60, cwd=APPS_DIR,
+    )  # fmt: skip
+
+
+# gthread loads the pair with OpenSSL, native with rustls: the check is the same.
+@pytest.mark.parametrize("worker", ["gthread", "native"])
+def test_a_certificate_without_its_key_or_with_another_is_one_line(pki, worker, tmp_path):
+    """OpenSSL alone says "PEM lib" (or "key values mismatch") in a worker's log;
+    supervise refuses at start with one line, as any bad setting."""
+    cert, key = str(pki / "server.pem"), str(pki / "server.key")
+    combined = tmp_path / "combined.pem"
+    combined.write_text((pki / "server.pem").read_text() + (pki / "client.key").read_text())
+    for args, message in (
+        ((), f"certfile {cert!r} holds no private key and no keyfile is given: "
+             "set keyfile (--keyfile KEY.pem), or put the key in certfile after the "
+             "certificates"),
+        (("--keyfile", str(pki / "client.key")),
+         f"keyfile {str(pki / 'client.key')!r} is not the key of the certificate in "
+         f"certfile {cert!r} (a key from another certificate?)"),
+        (("--keyfile", cert), f"keyfile {cert!r} holds no private key"),
+        (("--check-config",), "holds no private key and no keyfile is given"),
+    ):  # fmt: skip
+        result = _refused_start("-k", worker, "--certfile", cert, *args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert result.stdout == "" and result.stderr.count("\n") == 1, result.stderr
+        assert result.stderr.startswith("Error: ") and message in result.stderr, result.stderr
+    result = _refused_start("-k", worker, "--certfile", str(combined))
+    assert result.returncode == 2 and "is not the key of its certificate" in result.stderr
+    # A pair given the right way round still starts (--check-config: no server left behind).
+    ok = _refused_start("-k", worker, "--certfile", cert, "--keyfile", key, "--check-config")
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_a_reload_to_a_key_of_another_certificate_is_refused(start_server, pki, tmp_path):
+    conf = tmp_path / "tls.conf.py"
+    # keyfile in the config file only: a command-line one would win over the edit.
+    conf.write_text(f"keyfile = {str(pki / 'server.key')!r}\n")
+    server = start_server(
+        f"{APP}:hello", "-k", "gthread", "-c", str(conf), "--certfile", str(pki / "server.pem"),
+        wait=False,
+    )  # fmt: skip
+    wait_https(server, pki)
+    assert https_get(server, client_context(pki))[2] == b"Hello, world!"
+    conf.write_text(f"keyfile = {str(pki / 'client.key')!r}\n")
+    server.signal(signal.SIGHUP)
+    log = server.wait_for_log("Reload failed, configuration kept as it was")
+    assert "client.key' is not the key of the certificate in certfile" in log, log
+    assert https_get(server, client_context(pki))[2] == b"Hello, world!"
 
 
 def test_keyfile_password_is_not_printed():

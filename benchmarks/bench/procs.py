@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+
+_PR_SET_PDEATHSIG = 1
+# Resolved now: the preexec function runs between fork and exec.
+_prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
 
 
 def free_port() -> int:
@@ -22,6 +28,23 @@ def free_port() -> int:
 def cpu_list(cpus: Iterable[int]) -> str:
     """A taskset CPU list: "0" or "0,1"."""
     return ",".join(str(c) for c in sorted(cpus))
+
+
+def _die_with_harness() -> Callable[[], None] | None:
+    """A preexec_fn that has the kernel send SIGTERM to the server when the
+    harness dies (killed, or the pytest running it interrupted): in a session of
+    its own, the server would otherwise keep serving. The kernel's "parent" is
+    the thread that started the process, so only the main thread arms it."""
+    if _prctl is None or threading.current_thread() is not threading.main_thread():
+        return None
+    harness = os.getpid()
+
+    def arm() -> None:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != harness:  # the harness went before the signal was armed
+            os._exit(1)
+
+    return arm
 
 
 def start(cmd: list[str], *, cpus: str, cwd: Path, env: dict[str, str], log: Path):
@@ -40,6 +63,7 @@ def start(cmd: list[str], *, cpus: str, cwd: Path, env: dict[str, str], log: Pat
         stdout=out,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        preexec_fn=_die_with_harness(),  # taskset execs the server: the signal stays armed
     )
     out.close()
     return proc

@@ -4,6 +4,9 @@
     python manage.py migrate
     supervise -w 2 mysite.wsgi:application
 
+Routes: `/`, `/notes/` (GET a list, POST a new note as JSON), `/notes/ID/`
+and `/stream/` (a StreamingHttpResponse, sent chunked).
+
 Configured from the environment, as a deployment would be: DJANGO_DB (the
 sqlite file), DJANGO_SECRET_KEY, DJANGO_DEBUG, DJANGO_ALLOWED_HOSTS.
 """

@@ -5,4 +5,5 @@ urlpatterns = [
     path("", views.index),
     path("notes/", views.notes),
     path("notes/<int:note_id>/", views.note),
+    path("stream/", views.stream),
 ]

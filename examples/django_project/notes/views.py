@@ -1,8 +1,12 @@
-"""A tiny JSON API over the sqlite database."""
+"""A tiny JSON API over the sqlite database, and a streamed response."""
 
+import asyncio
 import json
+import time
+from collections.abc import AsyncIterator, Iterator
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.core.handlers.asgi import ASGIRequest
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.csrf import csrf_exempt
 
@@ -24,3 +28,25 @@ def notes(request: HttpRequest) -> HttpResponse:
 
 def note(request: HttpRequest, note_id: int) -> HttpResponse:
     return JsonResponse(get_object_or_404(Note, id=note_id).as_dict())
+
+
+def stream(request: HttpRequest) -> StreamingHttpResponse:
+    """Five lines, each sent as it is made: no Content-Length, so the body goes
+    out chunked (HTTP/1.1) and a client sees each line as it comes.
+
+    Over ASGI the lines come from an async generator: Django would read a
+    plain generator to its end before sending anything, and warn.
+    """
+
+    def lines() -> Iterator[str]:
+        for i in range(5):
+            yield f"line {i}\n"
+            time.sleep(0.01)
+
+    async def lines_async() -> AsyncIterator[str]:
+        for i in range(5):
+            yield f"line {i}\n"
+            await asyncio.sleep(0.01)
+
+    content = lines_async() if isinstance(request, ASGIRequest) else lines()
+    return StreamingHttpResponse(content, content_type="text/plain; charset=utf-8")
