@@ -113,6 +113,16 @@ def test_h2_negotiated_by_alpn(rsgi_tls, pki):
     assert scope["query_string"] == "x=1"
 
 
+def test_a_plain_http_request_on_the_tls_port_gets_a_readable_400(rsgi_tls, pki):
+    """As nginx answers it: in plain HTTP, saying why, instead of TLS alert
+    bytes; TLS clients on the same port are served as before."""
+    server = rsgi_tls()
+    answer = server.raw(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 400 Bad Request\r\n"), answer
+    assert b"HTTPS" in answer.split(b"\r\n\r\n", 1)[1]
+    assert handshake(server, client_context(pki, alpn=["h2", "http/1.1"])) == "h2"
+
+
 def test_http1_over_tls(rsgi_tls, pki):
     server = rsgi_tls()
     with httpx.Client(verify=client_context(pki), timeout=15) as client:

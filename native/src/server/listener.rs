@@ -238,6 +238,51 @@ async fn serve_tls<S>(
     connection::serve(tls, info, shared, stop, proto).await;
 }
 
+/// What nginx answers a plain HTTP request on a TLS port: the client (a
+/// developer's curl without `https://`, often) reads why, where a TLS alert
+/// would be bytes it cannot make sense of.
+const PLAIN_HTTP_ON_TLS: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 46\r\nConnection: close\r\n\r\n400 Bad Request\nThis port speaks HTTPS (TLS).\n";
+
+/// The connection's first bytes, after what the PROXY header left over
+/// (`rest`); `None` when the client sends nothing within `limit`.
+async fn first_bytes<S: tokio::io::AsyncRead + Unpin>(
+    stream: &mut S,
+    rest: bytes::Bytes,
+    limit: Option<std::time::Duration>,
+) -> Option<bytes::Bytes> {
+    use tokio::io::AsyncReadExt;
+    if !rest.is_empty() {
+        return Some(rest);
+    }
+    // What rustls would read first anyway: the ClientHello, in one read.
+    let mut buf = bytes::BytesMut::with_capacity(4096);
+    let read = stream.read_buf(&mut buf);
+    let n = match limit {
+        Some(limit) => tokio::time::timeout(limit, read).await.ok()?.ok()?,
+        None => read.await.ok()?,
+    };
+    (n > 0).then(|| buf.freeze())
+}
+
+/// A TLS connection starts with a handshake record (22); an HTTP request
+/// starts with a method, upper-case letters.
+fn plain_http(first: &[u8]) -> bool {
+    first.first().is_some_and(u8::is_ascii_uppercase)
+}
+
+async fn refuse_plain_http<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(mut stream: S) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = stream.write_all(PLAIN_HTTP_ON_TLS).await;
+    let _ = stream.shutdown().await;
+    // The rest of the request, drained for a moment: closing with it unread
+    // would reset the connection under the answer.
+    let mut sink = [0u8; 1024];
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), async {
+        while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+    })
+    .await;
+}
+
 /// The PROXY header if one is owed, the TLS handshake if the listeners
 /// speak TLS, then the connection's protocol.
 async fn serve<S>(
@@ -265,6 +310,14 @@ async fn serve<S>(
             rest = after;
         }
     }
+    if shared.tls.is_some() {
+        match first_bytes(&mut stream, rest, shared.config.header_timeout).await {
+            // Boxed: its drain buffer is not carried by every connection.
+            Some(read) if plain_http(&read) => return Box::pin(refuse_plain_http(stream)).await,
+            Some(read) => rest = read,
+            None => return,
+        }
+    }
     let stream = Prefixed::new(rest, stream);
     let mode = shared.config.http;
     match shared.tls.clone() {
@@ -273,5 +326,20 @@ async fn serve<S>(
         // connection's code) would otherwise make every plain connection's
         // task as large as a TLS one's.
         Some(acceptor) => Box::pin(serve_tls(acceptor, stream, info, shared, stop)).await,
+    }
+}
+
+#[cfg(test)]
+mod plain_http_tests {
+    use super::{plain_http, PLAIN_HTTP_ON_TLS};
+
+    #[test]
+    fn the_answer_is_framed_and_requests_are_told_from_handshakes() {
+        let text = std::str::from_utf8(PLAIN_HTTP_ON_TLS).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.contains(&format!("Content-Length: {}\r\n", body.len())));
+        assert!(plain_http(b"GET / HTTP/1.1\r\n"));
+        assert!(!plain_http(&[0x16, 0x03, 0x01]));
+        assert!(!plain_http(b""));
     }
 }
