@@ -31,6 +31,7 @@ TARGETS = (
     "connection_h2",
     "proxy_header",
     "differential_h1",
+    "static_path",
 )
 # Raw HTTP/1.1 requests of the shared corpora: what the HTTP/1.1 targets start from.
 SHARED_HTTP1 = REPO.parent / "shared" / "conformance" / "http1"
