@@ -616,6 +616,7 @@ def test_curl(served, tree, tmp_path):
 
     def curl(*args: str) -> tuple[str, bytes]:
         out = tmp_path / "body"
+        out.unlink(missing_ok=True)  # curl writes no file for an answer without a body
         done = subprocess.run(
             ["curl", "-sS", "-o", str(out), "-w", "%{http_code}", *args],
             capture_output=True,
