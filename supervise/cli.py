@@ -354,7 +354,22 @@ def load_server_config(argv: list[str], environ: Mapping[str, str]) -> Config:
     mismatched key is refused and the old configuration keeps serving."""
     cfg = load_config(argv, environ)
     check_tls_files(cfg)
+    check_static_folders(cfg)
     return cfg
+
+
+def check_static_folders(cfg: Config) -> None:
+    """A --static-map folder that cannot be served is refused at start (and
+    at HUP), not found by the first request."""
+    if not cfg.static_map:
+        return
+    from supervise.static_files import static_files
+
+    base = os.path.abspath(cfg.chdir) if cfg.chdir else None
+    try:
+        static_files(cfg, base)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 # Settings --print-config must not show (it often lands in logs and tickets).

@@ -25,6 +25,7 @@ from supervise import (
     settings_mechanics,
     settings_ops,
     settings_rsgi,
+    settings_static,
     settings_tls,
 )
 from supervise.hooks import HOOKS
@@ -471,6 +472,7 @@ def _build() -> dict[str, Setting]:
     settings_ops.declare_metrics(_adder(table, "Metrics"))
     settings_ops.declare_control(_adder(table, "Control"))
     settings_health.declare(_adder(table, "Health and Drain"))
+    settings_static.declare(_adder(table, "Static Files"))
 
     add = _adder(table, "Server Hooks")
     for hook in HOOKS.values():

@@ -12,6 +12,7 @@ pub(crate) mod py;
 mod relay;
 mod rsgi;
 pub mod server;
+pub mod static_files;
 mod wsgi;
 mod x509_name;
 

@@ -354,19 +354,20 @@ class RequestCycle:
                 await self._send_file(file, count)
         self._body_done()
 
-    async def _send_file(self, file: Any, count: int) -> None:
+    async def _send_file(self, file: Any, count: int, offset: int = 0) -> None:
         proto = self.proto
         loop = proto.ctx.loop
         left = count
+        file.seek(offset)
         if not self._chunked and proto.transport.get_extra_info("sslcontext") is None:
             try:
-                await loop.sendfile(proto.transport, file, 0, count, fallback=False)
+                await loop.sendfile(proto.transport, file, offset, count, fallback=False)
                 return
             except (AttributeError, NotImplementedError, RuntimeError):
                 # uvloop and rloop have no sendfile: what the socket takes now
                 # goes by sendfile(2) all the same, the rest in pieces below.
-                left -= _sendfile_what_fits(proto.transport, file, count)
-                file.seek(count - left)
+                left -= _sendfile_what_fits(proto.transport, file, count, offset)
+                file.seek(offset + count - left)
         while left > 0 and not self.gone:
             data = file.read(min(FILE_CHUNK, left))
             if not data:
@@ -376,14 +377,42 @@ class RequestCycle:
             if proto.write_paused:
                 await proto.drain()
 
+    def static_app(self, answer: tuple[int, Any, Any]) -> Any:
+        """An ASGI app that sends a --static-map answer (the native decision:
+        status, headers, body) through this cycle, so that it is framed,
+        paced, counted and logged as any response."""
+        status, headers, body = answer
+        fields = [(name.encode(), value.encode()) for name, value in headers]
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            if type(body) is not tuple:
+                await send({"type": "http.response.start", "status": status, "headers": fields})
+                await send({"type": "http.response.body", "body": body or b""})
+                return
+            fd, offset, length = body
+            with os.fdopen(fd, "rb") as file:
+                fields.append((b"content-length", str(length).encode()))
+                await send({"type": "http.response.start", "status": status, "headers": fields})
+                head = self._head(length)
+                self.response = _Streaming
+                self.proto.transport.write(head)
+                count = length if self._length < 0 else min(length, self._length)
+                if self._length != 0 and count:
+                    self._sent += count
+                    await self._send_file(file, count, offset)
+            self._body_done()
+
+        return app
+
     # -- the app call -----------------------------------------------------------------
-    async def run(self) -> None:
+    async def run(self, app: Any = None) -> None:
+        """Runs the app (or ``app``: a static file's answer) for this request."""
         proto = self.proto
         ctx = proto.ctx
         ctx.in_flight += 1
         started = perf_counter()
         try:
-            await ctx.app(self.scope, self.receive, self.send)
+            await (app or ctx.app)(self.scope, self.receive, self.send)
         except Exception as exc:
             if not (self.gone and isinstance(exc, OSError)):
                 ctx.log.exception("Error handling request %s", request_line(self.req))
@@ -464,7 +493,7 @@ def request_line(req: Any) -> str:
     return f"{req.method} {req.target} HTTP/{req.http_version}"
 
 
-def _sendfile_what_fits(transport: Any, file: Any, count: int) -> int:
+def _sendfile_what_fits(transport: Any, file: Any, count: int, offset: int = 0) -> int:
     """Sends the start of ``file`` straight from the page cache with
     sendfile(2), as far as the socket takes it without waiting; the bytes
     sent. Only with the transport's buffer empty (the head already in the
@@ -479,7 +508,7 @@ def _sendfile_what_fits(transport: Any, file: Any, count: int) -> int:
     out, source, sent = sock.fileno(), file.fileno(), 0
     while sent < count:
         try:
-            n = os.sendfile(out, source, sent, count - sent)
+            n = os.sendfile(out, source, offset + sent, count - sent)
         except (BlockingIOError, InterruptedError):
             break
         except OSError:

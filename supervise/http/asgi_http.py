@@ -26,8 +26,9 @@ from supervise.http.asgi_context import AsgiContext
 from supervise.http.asgi_cycle import RequestCycle
 from supervise.http.asgi_scope import ConnectionInfo, http_scope, websocket_scope
 from supervise.http.errors import error_response
-from supervise.http.health import HealthProbes, ProbeRecord, probe_environ
+from supervise.http.health import HealthProbes
 from supervise.http.proxy import ContradictoryScheme
+from supervise.http.server_answers import ProbeRecord, probe_environ
 from supervise.http.state import IDLE_GRACE_ON_STOP
 from supervise.http.write_stall import WriteStall
 
@@ -262,6 +263,9 @@ class HttpProtocol(asyncio.Protocol):
         if ctx.probes is not None and ctx.probes.is_probe(req.raw_path):
             self._answer_probe(req, ctx.probes)
             return
+        static = None
+        if ctx.statics is not None and ctx.statics.claims(req.raw_path):
+            static = ctx.statics.decide(req)
         if ctx.limit_body and req.content_length and req.content_length > ctx.limit_body:
             self._refuse(413, f"Request body larger than {ctx.limit_body} bytes")
             return
@@ -278,7 +282,7 @@ class HttpProtocol(asyncio.Protocol):
         if self.buf and cycle.body_pending:
             rest, self.buf = self.buf, b""
             self.buf = cycle.feed_body(rest)
-        start_task(ctx.loop, cycle.run())
+        start_task(ctx.loop, cycle.run(cycle.static_app(static) if static is not None else None))
 
     def _answer_probe(self, req: Any, probes: HealthProbes) -> None:
         """A --health-path probe, answered here instead of by the app."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
@@ -27,11 +28,12 @@ from typing import TYPE_CHECKING, Any
 from supervise import SERVER_SOFTWARE, hooks
 from supervise._native import ChunkedDecoder, ParseError, RequestParser
 from supervise.http.connection import Connection
-from supervise.http.errors import ClientError, error_response
+from supervise.http.errors import ClientError, error_response, phrase
 from supervise.http.health import HealthProbes
 from supervise.http.proxy import ContradictoryScheme, ProxyRules
 from supervise.http.wsgi_input import EMPTY_INPUT, WSGIInput
 from supervise.http.wsgi_response import FileWrapper, Response
+from supervise.static_files import static_files
 
 if TYPE_CHECKING:
     import socket
@@ -124,6 +126,7 @@ class WSGIHandler:
         self.timed = self.access_log or worker.record is not None
         self.multithread = multithread
         self.probes = HealthProbes.for_worker(worker)
+        self.statics = static_files(cfg)
         self.log_probes = bool(cfg.health_access_log) and self.access_log
 
     # -- environ layers ----------------------------------------------------------
@@ -207,6 +210,11 @@ class WSGIHandler:
         probes = self.probes
         if probes is not None and probes.is_probe(req.raw_path):
             return self._serve_probe(conn, req, keep_alive, probes)
+        statics = self.statics
+        if statics is not None and statics.claims(req.raw_path):
+            answer = statics.decide(req)
+            if answer is not None:
+                return self._serve_static(conn, req, keep_alive, answer)
         environ = req.wsgi_environ(conn.environ)
         resp = Response(
             conn, self.state, req.http_version, keep_alive and req.keep_alive, req.method == "HEAD"
@@ -288,6 +296,50 @@ class WSGIHandler:
         if self.log_probes:
             self.log.access(resp, req, req.wsgi_environ(conn.environ), perf_counter() - started)
         self.worker.health_checked()
+        return keep
+
+    def _serve_static(
+        self, conn: Connection, req: Any, keep_alive: bool, answer: tuple[int, Any, Any]
+    ) -> bool:
+        """A --static-map file (or its 304, 404, 416...), as the native
+        decision says: a request like any other for the log, the metrics and
+        --max-requests, but not the app's."""
+        status, headers, body = answer
+        has_body = bool(req.content_length or req.chunked)
+        resp = Response(
+            conn,
+            self.state,
+            req.http_version,
+            keep_alive and req.keep_alive and not has_body,
+            req.method == "HEAD",
+        )
+        started = perf_counter() if self.timed else 0.0
+        try:
+            if type(body) is tuple:
+                fd, offset, length = body
+                with os.fdopen(fd, "rb") as file:
+                    file.seek(offset)
+                    resp.start_response(
+                        f"{status} {phrase(status)}", [*headers, ("Content-Length", str(length))]
+                    )
+                    if not resp.send_file(FileWrapper(file), self.sendfile):
+                        resp.keep_alive = False
+                    resp.finish()
+            else:
+                resp.start_response(f"{status} {phrase(status)}", headers)
+                resp.send_whole(body or b"")
+        except ClientError as exc:
+            resp.keep_alive = False
+            self.log.debug("%s: %s", request_line(req), exc)
+        keep = resp.keep_alive
+        if has_body:
+            # A static file's request body is not read: the connection ends.
+            keep = False
+            conn.linger = True
+        elapsed = perf_counter() - started if self.timed else 0.0
+        if self.access_log:
+            self.log.access(resp, req, req.wsgi_environ(conn.environ), elapsed)
+        self.worker.request_finished(resp.status_code, elapsed, resp.sent)
         return keep
 
     def _run_app(self, environ: dict[str, Any], resp: Response) -> None:

@@ -34,7 +34,7 @@ from time import monotonic
 from typing import Any
 
 from supervise import _native
-from supervise.http.health import log_probe
+from supervise.http.server_answers import log_answered
 from supervise.workers.base import WORKER_BOOT_ERROR
 from supervise.workers.evloop import SHUTDOWN_SHARE, LoopWorker, cancel_remaining
 from supervise.workers.native_settings import native_settings
@@ -84,6 +84,7 @@ class NativeServerWorker(LoopWorker):
             ws=ws,
             max_requests=self.max_requests,
             tls=self.ssl_context,
+            log_answered=self.log.access_enabled or self.figures is not None,
         )
         try:
             self.server = _native.NativeServer(
@@ -136,22 +137,37 @@ class NativeServerWorker(LoopWorker):
         self.set_in_flight(self.server.in_flight())
         if self.cfg.health_path:
             self._health_tick()
+        if self.cfg.static_map or self.cfg.health_access_log:
+            self._answered_tick()
         self.loop.call_later(self.tick, self._tick)
 
     def _health_tick(self) -> None:
         """The master's drain flag into the server (whose probes answer in
-        Rust), and the probes it answered into the metrics and the log."""
+        Rust), and the probes it answered into the metrics."""
         server = self.server
         server.set_draining(self.slot.master_draining)
         answered = server.take_health_checks()
         if answered and self.figures is not None:
             self.figures.health_checks += answered
-        if self.cfg.health_access_log and self.log.access_enabled:
-            lines, dropped = server.take_probe_log()
-            for client, method, target, path, protocol, status, sent in lines:
-                log_probe(self.log, client, method, target, path, protocol, status, sent)
-            if dropped:
-                self.log.warning("%d health probes not written to the access log", dropped)
+
+    def _answered_tick(self) -> None:
+        """What the server answered itself (static files, logged probes):
+        into the access log and the request metrics, as the app's requests."""
+        records, dropped = self.server.take_answered()
+        access = self.log.access_enabled
+        record = self.record
+        for client, method, target, protocol, status, sent, seconds, ref, agent, probe in records:
+            if record is not None and not probe:
+                record(status, seconds, sent)
+            if access:
+                log_answered(
+                    self.log, client, method, target, protocol, status, sent, seconds, ref, agent
+                )
+        if dropped:
+            self.log.warning(
+                "%d requests the server answered itself were not logged (the queue was full)",
+                dropped,
+            )
 
     async def _serve(self) -> None:
         await self.stop_requested
@@ -166,6 +182,8 @@ class NativeServerWorker(LoopWorker):
                 break
             await asyncio.sleep(0.05)
         self._count_requests()
+        if self.cfg.static_map or self.cfg.health_access_log:
+            self._answered_tick()  # what came since the last tick
         server.close()
         await self.after_serving(max(deadline - monotonic(), 0) + budget * SHUTDOWN_SHARE)
 

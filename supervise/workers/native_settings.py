@@ -16,6 +16,7 @@ from typing import Any
 
 from supervise.settings import SETTINGS
 from supervise.settings_rsgi import backpressure
+from supervise.static_files import resolved_map
 
 NATIVE_SETTINGS = tuple(name for name, setting in SETTINGS.items() if setting.native)
 
@@ -33,12 +34,21 @@ def proxy_allow(cfg: Any) -> list[str] | None:
 
 
 def native_settings(
-    cfg: Any, *, threads: int, mode: str, ws: bool, max_requests: int, tls: Any
+    cfg: Any,
+    *,
+    threads: int,
+    mode: str,
+    ws: bool,
+    max_requests: int,
+    tls: Any,
+    log_answered: bool = False,
 ) -> dict[str, Any]:
     """The native server's settings for a worker whose app side wants
     ``threads`` runtime threads in ``mode`` (``st``/``mt``), WebSockets or not;
     ``max_requests`` is the worker's own number (jitter applied, 0 for none),
-    ``tls`` the rustls configuration or None."""
+    ``tls`` the rustls configuration or None; ``log_answered``: whether the
+    access log or the metrics want what the server answers itself (static
+    files)."""
     settings = {name: getattr(cfg, name) for name in NATIVE_SETTINGS}
     settings.update(
         threads=threads,
@@ -50,5 +60,8 @@ def native_settings(
         server_header="supervise" if cfg.server_header else None,
         proxy_allow=proxy_allow(cfg),
         tls=tls,
+        # Folders made absolute here, where the working directory is --chdir.
+        static_map=resolved_map(cfg),
+        log_answered=log_answered,
     )
     return settings

@@ -6,6 +6,7 @@
 //! reads is refused, so a setting cannot be passed and silently ignored; a
 //! key not given keeps `ServerConfig::default()`, the settings' default.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use hyper::header::HeaderValue;
@@ -15,12 +16,14 @@ use pyo3::types::PyDict;
 
 use super::tls::NativeTls;
 use crate::server::{HttpMode, RuntimeMode, ServerConfig, WsConfig};
+use crate::static_files::StaticFiles;
 
 /// `settings` as the server's config.
 pub fn server_config(settings: &Bound<'_, PyDict>) -> PyResult<ServerConfig> {
     let mut config = ServerConfig::default();
     let mut ws = WsConfig::default();
     let mut ws_on = true;
+    let mut statics = StaticSettings::default();
     for (key, value) in settings.iter() {
         let key: String = key.extract()?;
         let read = match key.as_str() {
@@ -28,17 +31,62 @@ pub fn server_config(settings: &Bound<'_, PyDict>) -> PyResult<ServerConfig> {
             "ws_max_size" => value.extract().map(|n| ws.max_size = n),
             "ws_ping_interval" => seconds(&value).map(|d| ws.ping_interval = d),
             "ws_ping_timeout" => seconds(&value).map(|d| ws.ping_timeout = d),
+            "static_map" => value.extract().map(|m| statics.map = m),
+            "static_cache_control" => value.extract().map(|c| statics.cache_control = c),
+            "static_immutable" => value.extract().map(|on| statics.immutable = on),
+            "static_fallthrough" => value.extract().map(|on| statics.fallthrough = on),
+            "static_follow_symlinks" => value.extract().map(|on| statics.follow_symlinks = on),
             _ => set(&mut config, &key, &value),
         };
         read.map_err(|err| PyValueError::new_err(format!("native server setting {key:?}: {err}")))?;
     }
     config.ws = ws_on.then_some(ws);
+    config.static_files = statics.build()?;
     config.scheme = if config.tls.is_some() {
         "https"
     } else {
         "http"
     };
     Ok(config)
+}
+
+/// `--static-map` and the settings that go with it, read before they are
+/// put together.
+#[derive(Default)]
+struct StaticSettings {
+    /// "PREFIX=DIR" each, as the settings validated them.
+    map: Vec<String>,
+    cache_control: Option<String>,
+    immutable: bool,
+    fallthrough: bool,
+    follow_symlinks: bool,
+}
+
+impl StaticSettings {
+    fn build(self) -> PyResult<Option<StaticFiles>> {
+        if self.map.is_empty() {
+            return Ok(None);
+        }
+        let maps: Vec<(String, PathBuf)> = self
+            .map
+            .iter()
+            .map(|m| match m.split_once('=') {
+                Some((prefix, dir)) => Ok((prefix.to_owned(), PathBuf::from(dir))),
+                None => Err(PyValueError::new_err(format!(
+                    "static_map {m:?}: PREFIX=DIR"
+                ))),
+            })
+            .collect::<PyResult<_>>()?;
+        StaticFiles::new(
+            &maps,
+            self.cache_control,
+            self.immutable,
+            self.fallthrough,
+            self.follow_symlinks,
+        )
+        .map(Some)
+        .map_err(PyValueError::new_err)
+    }
 }
 
 /// One setting into `config`.
@@ -60,6 +108,7 @@ fn set(config: &mut ServerConfig, key: &str, value: &Bound<'_, PyAny>) -> PyResu
         "max_requests" => config.max_requests = value.extract()?,
         "health_path" => config.health_path = value.extract()?,
         "health_access_log" => config.health_access_log = value.extract()?,
+        "log_answered" => config.log_answered = value.extract()?,
         "date_header" => config.date_header = value.extract()?,
         "server_header" => config.server_header = header_value(value.extract()?)?,
         "http" => config.http = http_mode(value.extract()?)?,

@@ -202,27 +202,48 @@ impl NativeServer {
         self.with_server(|s| s.health().take_answered())
     }
 
-    /// Probes to write to the access log (`--health-access-log`) since the
-    /// last call: (client, method, target, path, protocol, status, body
-    /// bytes) each, and how many did not fit the queue.
+    /// What the server answered itself since the last call (static files;
+    /// probes under `--health-access-log`), for the access log and metrics:
+    /// (client, method, target, protocol, status, body bytes, seconds,
+    /// referer, user agent, probe) each, and how many did not fit the queue.
     #[allow(clippy::type_complexity)]
-    fn take_probe_log(
+    fn take_answered(
         &self,
     ) -> (
-        Vec<(String, String, String, String, &'static str, u16, u64)>,
+        Vec<(
+            String,
+            String,
+            String,
+            &'static str,
+            u16,
+            u64,
+            f64,
+            Option<String>,
+            Option<String>,
+            bool,
+        )>,
         u64,
     ) {
         self.with_server(|s| {
-            let (lines, dropped) = s.health().take_log();
-            let lines = lines
+            let (records, dropped) = s.answered().take();
+            let records = records
                 .into_iter()
-                .map(|l| {
+                .map(|r| {
                     (
-                        l.client, l.method, l.target, l.path, l.version, l.status, l.sent,
+                        r.client,
+                        r.method,
+                        r.target,
+                        r.version,
+                        r.status,
+                        r.sent,
+                        r.seconds,
+                        r.referer,
+                        r.user_agent,
+                        r.probe,
                     )
                 })
                 .collect();
-            (lines, dropped)
+            (records, dropped)
         })
     }
 

@@ -1,4 +1,4 @@
-//! The Python face of `http1_codec`, `proxy`, `relay` and `x509_name`: thin conversions, nothing decided here.
+//! The Python face of `http1_codec`, `proxy`, `relay`, `static_files` and `x509_name`: thin conversions, nothing decided here.
 
 pub(crate) mod asgi_scope;
 pub(crate) mod body_bytes;
@@ -9,6 +9,7 @@ mod proxy;
 mod relay;
 mod request;
 pub(crate) mod response;
+mod static_files;
 pub(crate) mod text;
 
 use pyo3::prelude::*;
@@ -31,6 +32,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<proxy::ProxyHeader>()?;
     m.add_function(wrap_pyfunction!(proxy::parse_proxy_header, m)?)?;
     m.add_class::<relay::Relay>()?;
+    m.add_class::<static_files::StaticFiles>()?;
     m.add_function(wrap_pyfunction!(certificate_subject, m)?)?;
     Ok(())
 }

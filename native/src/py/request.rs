@@ -78,6 +78,10 @@ impl Request {
             headers: PyOnceLock::new(),
         }
     }
+
+    pub(crate) fn head(&self) -> &RequestHead {
+        &self.head
+    }
 }
 
 #[pymethods]

@@ -87,6 +87,11 @@ pub struct ServerConfig {
     pub health_path: Option<String>,
     /// `--health-access-log`: probes go to the access log too.
     pub health_access_log: bool,
+    /// `--static-map` and its settings; `None`: no static files.
+    pub static_files: Option<crate::static_files::StaticFiles>,
+    /// Whether what the server answers itself (static files) is queued for
+    /// the worker's access log and metrics (`answered.rs`).
+    pub log_answered: bool,
     pub date_header: bool,
     pub server_header: Option<HeaderValue>,
     pub scheme: &'static str,
@@ -121,6 +126,8 @@ impl Default for ServerConfig {
             max_requests: 0,
             health_path: None,
             health_access_log: false,
+            static_files: None,
+            log_answered: false,
             date_header: true,
             server_header: Some(HeaderValue::from_static("supervise")),
             scheme: "http",

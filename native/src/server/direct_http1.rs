@@ -28,15 +28,17 @@ use super::exchange::{ConnInfo, Exchange, ExchangeBody, Interim, Tracker, SMALL_
 use super::health::Probed;
 use super::reply::Reply;
 use super::reply_batch::ReplySlot;
+use super::send_file::SendFile;
 use super::shared::Shared;
 use crate::http1_codec::{self, ChunkSize, RequestHead, ResponseHead, ResponseHeadBuilder};
+use crate::static_files::{StaticBody, StaticRequest};
 
 const FILE_CHUNK: usize = 256 * 1024;
 
 /// The connection's stream, whatever lies under it (TCP, unix, TLS): not
 /// boxed, so that hyper gets the same concrete stream after a hand-over.
-pub(crate) trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Io for T {}
+pub(crate) trait Io: AsyncRead + AsyncWrite + SendFile + Unpin + Send + 'static {}
+impl<T: AsyncRead + AsyncWrite + SendFile + Unpin + Send + 'static> Io for T {}
 
 /// The stream and the bytes read from it that hyper must see first.
 pub(super) type Handover<I> = (I, Bytes);
@@ -63,6 +65,13 @@ pub(super) async fn serve<I: Io>(
             }
         };
         if let Some(kept) = answer_probe(&mut w, &head, &conn, &shared).await {
+            w.buf.advance(n);
+            if !kept {
+                break true;
+            }
+            continue;
+        }
+        if let Some(kept) = answer_static(&mut w, &head, &conn, &shared).await {
             w.buf.advance(n);
             if !kept {
                 break true;
@@ -105,13 +114,109 @@ pub(crate) async fn answer_probe<I: Io>(
             client: &conn.client,
             method: h.method(),
             target: h.target(),
-            path: h.raw_path(),
             version: if t.http11 { "HTTP/1.1" } else { "HTTP/1.0" },
             head_only: t.is_head,
+            referer: h.header(b"referer"),
+            user_agent: h.header(b"user-agent"),
         },
     );
     let nobody = Arc::new(Tracker::default());
     Some(write_reply(w, probe.reply(), t, &nobody).await)
+}
+
+/// A static file (`--static-map`) on a direct HTTP/1.1 loop (this one, and
+/// the WSGI engine's): answered and written here, by sendfile where the
+/// connection allows (gate.rs: `Shared::static_answer`). `None`: the app's
+/// request; else whether the connection may carry another. Counted as a
+/// request, and logged once written.
+pub(crate) async fn answer_static<I: Io>(
+    w: &mut Wire<I>,
+    h: &RequestHead,
+    conn: &ConnInfo,
+    shared: &Shared,
+) -> Option<bool> {
+    let files = shared.config.static_files.as_ref()?;
+    if !files.claims(h.raw_path()) {
+        return None;
+    }
+    let answer = shared.static_answer(&StaticRequest {
+        method: h.method(),
+        raw_path: h.raw_path(),
+        if_none_match: h.header(b"if-none-match"),
+        if_modified_since: h.header(b"if-modified-since"),
+        range: h.header(b"range"),
+        if_range: h.header(b"if-range"),
+        accept_encoding: h.header(b"accept-encoding"),
+    })?;
+    let started = std::time::Instant::now();
+    let ordinal = shared.counters.begin_request();
+    let mut t = Target::of(h, &shared.config);
+    // A body sent with a GET is not read: the connection ends after it.
+    t.keep_alive &=
+        !h.chunked && h.content_length.unwrap_or(0) == 0 && !shared.closes_after(ordinal);
+    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
+    let mut headers = HeaderMap::with_capacity(answer.headers.len());
+    for (name, value) in answer.headers {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.append(name, value);
+        }
+    }
+    let (reply, len) = match answer.body {
+        StaticBody::Nothing => (
+            Reply::Full {
+                status,
+                headers,
+                body: Bytes::new(),
+            },
+            0,
+        ),
+        StaticBody::Text(text) => (
+            Reply::Full {
+                status,
+                headers,
+                body: Bytes::from_static(text.as_bytes()),
+            },
+            text.len() as u64,
+        ),
+        StaticBody::File {
+            mut file,
+            offset,
+            len,
+        } => {
+            use std::io::Seek;
+            if file.seek(std::io::SeekFrom::Start(offset)).is_err() {
+                shared.counters.end_request();
+                return Some(server_error(w).await);
+            }
+            (
+                Reply::Opened {
+                    status,
+                    headers,
+                    file,
+                    len,
+                },
+                len,
+            )
+        }
+    };
+    let nobody = Arc::new(Tracker::default());
+    let kept = write_reply(w, reply, t, &nobody).await;
+    shared.counters.end_request();
+    shared.served_static(
+        Probed {
+            client: &conn.client,
+            method: h.method(),
+            target: h.target(),
+            version: if t.http11 { "HTTP/1.1" } else { "HTTP/1.0" },
+            head_only: t.is_head,
+            referer: h.header(b"referer"),
+            user_agent: h.header(b"user-agent"),
+        },
+        answer.status,
+        len,
+        started.elapsed().as_secs_f64(),
+    );
+    Some(kept)
 }
 
 /// The request as the bridge takes it, when this loop serves it.
@@ -347,6 +452,13 @@ async fn write_file<I: Io>(
 ) -> bool {
     use std::io::Read;
     let mut left = head.body_bytes(len as usize) as u64;
+    if left > 0 && !head.chunked() && w.sends_files() {
+        // From the page cache to the socket (plain TCP, unix): no copy here.
+        return match w.send_file(&head.bytes, &file, left).await {
+            Ok(sent) => head.keep_alive && head.complete(sent),
+            Err(_) => false,
+        };
+    }
     let mut buf = vec![0u8; (left as usize).clamp(1, FILE_CHUNK)];
     let mut pending = std::mem::take(&mut head.bytes);
     let mut sent = 0u64;

@@ -24,6 +24,7 @@ use super::config::ServerConfig;
 use super::dispatch::BoxIo;
 use super::exchange::ConnInfo;
 use super::room::Seat;
+use super::send_file::SendFile;
 use super::shared::Shared;
 use crate::http1_codec::{parse_request, ParseError, RequestHead};
 
@@ -338,7 +339,7 @@ impl<I: AsyncRead + AsyncWrite + Unpin + Send> Wire<I> {
     }
 }
 
-impl Wire<BoxIo> {
+impl<I: AsyncWrite + SendFile + Unpin> Wire<I> {
     /// Whether `send_file` works on this connection (not over TLS).
     pub fn sends_files(&self) -> bool {
         self.io.sends_files()
@@ -356,7 +357,7 @@ impl Wire<BoxIo> {
         use std::os::fd::AsFd;
         while !head.is_empty() {
             let io = &mut self.io;
-            let n = std::future::poll_fn(|cx| io.as_mut().poll_send_more(cx, head)).await?;
+            let n = std::future::poll_fn(|cx| Pin::new(&mut *io).poll_send_more(cx, head)).await?;
             if n == 0 {
                 return Err(io::ErrorKind::WriteZero.into());
             }
@@ -366,8 +367,10 @@ impl Wire<BoxIo> {
         while len > 0 {
             let want = len.min(SEND_FILE_STEP) as usize;
             let io = &mut self.io;
-            let n = std::future::poll_fn(|cx| io.as_mut().poll_send_file(cx, file.as_fd(), want))
-                .await?;
+            let n = std::future::poll_fn(|cx| {
+                Pin::new(&mut *io).poll_send_file(cx, file.as_fd(), want)
+            })
+            .await?;
             if n == 0 {
                 return Err(io::ErrorKind::UnexpectedEof.into()); // the file shrank
             }

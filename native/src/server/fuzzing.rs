@@ -108,7 +108,8 @@ async fn exchange_bytes(input: &[u8], piece: usize, http: HttpMode) -> Vec<u8> {
         room: None,
         app_permits: None,
         counters: Arc::default(),
-        health: super::health::Health::new(None, false),
+        health: super::health::Health::new(None),
+        answered: Default::default(),
         stopping: Default::default(),
         stop_rx: stop_rx.clone(),
     });

@@ -15,10 +15,12 @@ use std::sync::Arc;
 
 use tokio::sync::OwnedSemaphorePermit;
 
+use super::answered::Answered;
 use super::body::ExchangeGuard;
 use super::exchange::{ConnInfo, Tracker};
-use super::health::{Answer, ProbeLine, Probed};
+use super::health::{Answer, Probed};
 use super::shared::Shared;
+use crate::static_files::{Decision, StaticAnswer, StaticRequest};
 
 /// What a request past `--limit-concurrency` is answered.
 pub const BUSY: (hyper::StatusCode, &str) = (
@@ -88,20 +90,60 @@ impl Shared {
         })
     }
 
-    /// Counts a probe answered (and queues its log line when asked).
+    /// Counts a probe answered, and queues its record when the access log
+    /// wants probes (`--health-access-log`).
     pub fn probed(&self, answer: Answer, p: Probed<'_>) {
-        self.health.record(answer, |status| ProbeLine {
-            client: p.client.to_owned(),
-            method: String::from_utf8_lossy(p.method).into_owned(),
-            target: String::from_utf8_lossy(p.target).into_owned(),
-            path: String::from_utf8_lossy(p.path).into_owned(),
-            version: p.version,
-            status,
-            sent: if p.head_only {
-                0
-            } else {
-                answer.text().len() as u64
-            },
-        });
+        self.health.count();
+        if self.config.health_access_log {
+            self.answered.push(|| {
+                answered(
+                    &p,
+                    answer.status().as_u16(),
+                    answer.text().len() as u64,
+                    0.0,
+                    true,
+                )
+            });
+        }
+    }
+
+    /// A static file's answer (`--static-map`), or `None` when the request
+    /// is the app's: not under a mount, or a missing file falling through.
+    pub fn static_answer(&self, req: &StaticRequest<'_>) -> Option<StaticAnswer> {
+        let files = self.config.static_files.as_ref()?;
+        if !files.claims(req.raw_path) {
+            return None;
+        }
+        match files.decide(req) {
+            Decision::App => None,
+            Decision::Answer(answer) => Some(answer),
+        }
+    }
+
+    /// A static answer written (or cut off): queued for the access log and
+    /// the metrics when they want it (the request itself was counted by the
+    /// loop, as any).
+    pub fn served_static(&self, p: Probed<'_>, status: u16, sent: u64, seconds: f64) {
+        if self.config.log_answered {
+            self.answered
+                .push(|| answered(&p, status, sent, seconds, false));
+        }
+    }
+}
+
+fn answered(p: &Probed<'_>, status: u16, body: u64, seconds: f64, probe: bool) -> Answered {
+    Answered {
+        client: p.client.to_owned(),
+        method: String::from_utf8_lossy(p.method).into_owned(),
+        target: String::from_utf8_lossy(p.target).into_owned(),
+        version: p.version,
+        status,
+        sent: if p.head_only { 0 } else { body },
+        seconds,
+        referer: p.referer.map(|r| String::from_utf8_lossy(r).into_owned()),
+        user_agent: p
+            .user_agent
+            .map(|u| String::from_utf8_lossy(u).into_owned()),
+        probe,
     }
 }

@@ -14,11 +14,9 @@
 //! A probe is not a request: it takes no place under `--limit-concurrency`,
 //! counts for no `--max-requests`, reaches no app and, unless
 //! `--health-access-log`, no access log. It is counted (`take_answered`),
-//! and when logged it waits in a bounded queue for the worker's tick.
+//! and when logged its record waits in answered.rs's queue for the tick.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
 
 use bytes::Bytes;
 use hyper::header::{HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_TYPE};
@@ -26,39 +24,17 @@ use hyper::{HeaderMap, StatusCode};
 
 use super::reply::Reply;
 
-/// Probe lines kept for the worker's tick (every 0.1 s) at most; past it
-/// they are counted as dropped, never stored.
-const LOG_QUEUE: usize = 1024;
-
 /// The probe paths and the state their answers come from.
 pub struct Health {
     paths: Option<Paths>,
     draining: AtomicBool,
     answered: AtomicU64,
-    log: Option<Mutex<ProbeLog>>,
 }
 
 struct Paths {
     ready: Box<[u8]>,
     ready_too: Box<[u8]>,
     live: Box<[u8]>,
-}
-
-#[derive(Default)]
-struct ProbeLog {
-    lines: VecDeque<ProbeLine>,
-    dropped: u64,
-}
-
-/// One logged probe, as the worker's access log reads it.
-pub struct ProbeLine {
-    pub client: String,
-    pub method: String,
-    pub target: String,
-    pub path: String,
-    pub version: &'static str,
-    pub status: u16,
-    pub sent: u64,
 }
 
 /// What a probe is answered.
@@ -116,7 +92,7 @@ impl Answer {
 impl Health {
     /// `path`: `--health-path` as the settings normalised it (no trailing
     /// slash); `None` answers no probe.
-    pub fn new(path: Option<&str>, log: bool) -> Health {
+    pub fn new(path: Option<&str>) -> Health {
         Health {
             paths: path.map(|base| Paths {
                 ready: base.as_bytes().into(),
@@ -125,7 +101,6 @@ impl Health {
             }),
             draining: AtomicBool::new(false),
             answered: AtomicU64::new(0),
-            log: (path.is_some() && log).then(Mutex::default),
         }
     }
 
@@ -136,16 +111,6 @@ impl Health {
     /// Probes answered since the last call.
     pub fn take_answered(&self) -> u64 {
         self.answered.swap(0, Ordering::Relaxed)
-    }
-
-    /// The probes to log since the last call, and how many did not fit.
-    pub fn take_log(&self) -> (Vec<ProbeLine>, u64) {
-        let Some(log) = &self.log else {
-            return (Vec::new(), 0);
-        };
-        let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
-        let dropped = std::mem::take(&mut log.dropped);
-        (log.lines.drain(..).collect(), dropped)
     }
 
     /// Whether `path` asks for readiness (`true`) or liveness (`false`);
@@ -165,29 +130,22 @@ impl Health {
         self.draining.load(Ordering::Relaxed)
     }
 
-    /// Counts a probe answered, and queues its log line when asked.
-    pub fn record(&self, answer: Answer, line: impl FnOnce(u16) -> ProbeLine) {
+    /// Counts a probe answered.
+    pub fn count(&self) {
         self.answered.fetch_add(1, Ordering::Relaxed);
-        if let Some(log) = &self.log {
-            let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
-            if log.lines.len() < LOG_QUEUE {
-                log.lines.push_back(line(answer.status().as_u16()));
-            } else {
-                log.dropped += 1;
-            }
-        }
     }
 }
 
-/// What a loop knows of the probe it answered, for the access log.
-/// (`Shared::probe` and `Shared::probed`, in gate.rs, answer and count it.)
+/// What a loop knows of a request it answered itself (a probe, a static
+/// file), for the access log.
 pub struct Probed<'a> {
     pub client: &'a str,
     pub method: &'a [u8],
     pub target: &'a [u8],
-    pub path: &'a [u8],
     pub version: &'static str,
     pub head_only: bool,
+    pub referer: Option<&'a [u8]>,
+    pub user_agent: Option<&'a [u8]>,
 }
 
 #[cfg(test)]
@@ -196,36 +154,14 @@ mod tests {
 
     #[test]
     fn paths_and_methods() {
-        let h = Health::new(Some("/healthz"), false);
+        let h = Health::new(Some("/healthz"));
         assert_eq!(h.kind(b"/healthz"), Some(true));
         assert_eq!(h.kind(b"/healthz/ready"), Some(true));
         assert_eq!(h.kind(b"/healthz/live"), Some(false));
         assert_eq!(h.kind(b"/healthz/"), None);
         assert_eq!(h.kind(b"/healthzz"), None);
         assert_eq!(h.kind(b"/"), None);
-        assert_eq!(Health::new(None, true).kind(b"/healthz"), None);
-        assert!(Health::new(None, true).log.is_none());
-    }
-
-    #[test]
-    fn log_is_bounded() {
-        let h = Health::new(Some("/h"), true);
-        for _ in 0..LOG_QUEUE + 5 {
-            h.record(Answer::Ready, |status| ProbeLine {
-                client: String::new(),
-                method: "GET".into(),
-                target: "/h".into(),
-                path: "/h".into(),
-                version: "HTTP/1.1",
-                status,
-                sent: 6,
-            });
-        }
-        let (lines, dropped) = h.take_log();
-        assert_eq!((lines.len(), dropped), (LOG_QUEUE, 5));
-        assert_eq!(h.take_answered(), (LOG_QUEUE + 5) as u64);
-        assert_eq!(h.take_answered(), 0);
-        assert_eq!(h.take_log().0.len(), 0);
+        assert_eq!(Health::new(None).kind(b"/healthz"), None);
     }
 
     #[test]

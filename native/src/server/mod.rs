@@ -7,6 +7,7 @@
 
 #[macro_use]
 mod write_through;
+pub mod answered;
 pub mod app_fields;
 mod body;
 mod config;
@@ -44,7 +45,7 @@ mod ws_session;
 
 pub use body::ResponseBody;
 pub use config::{Http2Config, HttpMode, RuntimeMode, ServerConfig, WsConfig};
-pub(crate) use direct_http1::answer_probe;
+pub(crate) use direct_http1::{answer_probe, answer_static};
 pub use dispatch::{BoxIo, Dispatch, Served};
 pub use exchange::{ConnInfo, Exchange, ExchangeBody, TlsInfo, Tracker, SMALL_BODY};
 pub use fin_watch::client_fin;

@@ -33,8 +33,7 @@ impl Server {
             .as_ref()
             .map(|t| tokio_rustls::TlsAcceptor::from(super::tls::with_alpn(t, config.http)));
         let (stop, stop_rx) = watch::channel(false);
-        let health =
-            super::health::Health::new(config.health_path.as_deref(), config.health_access_log);
+        let health = super::health::Health::new(config.health_path.as_deref());
         let shared = Arc::new(Shared {
             http: super::hyper_builders::Builders::new(&config),
             tls,
@@ -46,6 +45,7 @@ impl Server {
             dispatch,
             counters: Arc::default(),
             health,
+            answered: Default::default(),
             stopping: Default::default(),
             stop_rx,
         });
@@ -169,9 +169,14 @@ impl Server {
         self.shared.counters.take_requests()
     }
 
-    /// `--health-path`'s probes, their drain flag and their log.
+    /// `--health-path`'s probes and their drain flag.
     pub fn health(&self) -> &super::health::Health {
         &self.shared.health
+    }
+
+    /// The requests the server answered itself, for the access log and metrics.
+    pub fn answered(&self) -> &super::answered::AnsweredLog {
+        &self.shared.answered
     }
 
     /// Ends every runtime (connections still open are dropped) and joins

@@ -121,6 +121,30 @@ fn when_writable(
 socket_send_file!(tokio::net::TcpStream);
 socket_send_file!(tokio::net::UnixStream);
 
+/// A boxed stream (`BoxIo`) sends files as the stream inside does.
+impl<T: SendFile + ?Sized> SendFile for Pin<Box<T>> {
+    fn sends_files(&self) -> bool {
+        (**self).sends_files()
+    }
+
+    fn poll_send_file(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        file: BorrowedFd<'_>,
+        len: usize,
+    ) -> Poll<io::Result<usize>> {
+        self.get_mut().as_mut().poll_send_file(cx, file, len)
+    }
+
+    fn poll_send_more(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.get_mut().as_mut().poll_send_more(cx, buf)
+    }
+}
+
 impl<S> SendFile for tokio_rustls::server::TlsStream<S> {}
 impl SendFile for tokio::io::DuplexStream {}
 

@@ -11,6 +11,7 @@ use hyper::{Method, Request, Response, StatusCode, Version};
 use hyper_util::rt::TokioIo;
 use std::io::SeekFrom;
 
+use bytes::Bytes;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::oneshot;
 
@@ -23,6 +24,7 @@ use super::reply::Reply;
 use super::reply_batch::ReplySlot;
 use super::shared::Shared;
 use super::websocket;
+use crate::static_files::{StaticAnswer, StaticBody, StaticRequest};
 
 pub async fn handle(
     req: Request<Incoming>,
@@ -67,6 +69,9 @@ async fn answer(
     }
     if let Some(probe) = shared.probe(head.method.as_str().as_bytes(), head.uri.path().as_bytes()) {
         return answer_probe(probe, &head, &shared, &conn, h1);
+    }
+    if let Some(answer) = shared.static_answer(&static_request(&head)) {
+        return answer_static(answer, &head, &shared, conn, h1);
     }
     if websocket {
         let response = match websocket::check(&head) {
@@ -117,6 +122,114 @@ async fn answer(
     response
 }
 
+/// What the static files (`--static-map`) read of a request.
+fn static_request(head: &hyper::http::request::Parts) -> StaticRequest<'_> {
+    let field = |name: hyper::header::HeaderName| head.headers.get(name).map(|v| v.as_bytes());
+    StaticRequest {
+        method: head.method.as_str().as_bytes(),
+        raw_path: head.uri.path().as_bytes(),
+        if_none_match: field(hyper::header::IF_NONE_MATCH),
+        if_modified_since: field(hyper::header::IF_MODIFIED_SINCE),
+        range: field(hyper::header::RANGE),
+        if_range: field(hyper::header::IF_RANGE),
+        accept_encoding: field(hyper::header::ACCEPT_ENCODING),
+    }
+}
+
+fn version_text(version: Version) -> &'static str {
+    match version {
+        Version::HTTP_10 => "HTTP/1.0",
+        Version::HTTP_11 => "HTTP/1.1",
+        _ => "HTTP/2.0",
+    }
+}
+
+/// A static file's answer as a hyper response: counted as a request (and
+/// waited for by a graceful stop) until hyper drops its body. Logged when it
+/// is decided, with the body's length (the direct HTTP/1.1 loop, which
+/// serves most of them, logs once written).
+fn answer_static(
+    answer: StaticAnswer,
+    head: &hyper::http::request::Parts,
+    shared: &Shared,
+    conn: Arc<ConnInfo>,
+    h1: bool,
+) -> Response<ResponseBody> {
+    let guard = ExchangeGuard::new(
+        Arc::new(Tracker::default()),
+        shared.counters.clone(),
+        conn.clone(),
+    );
+    let ordinal = guard.ordinal;
+    let (framing, len) = match answer.body {
+        StaticBody::Nothing => (Framing::Empty, None),
+        StaticBody::Text(text) => (
+            Framing::Full(Some(Bytes::from_static(text.as_bytes()))),
+            Some(text.len() as u64),
+        ),
+        StaticBody::File {
+            mut file,
+            offset,
+            len,
+        } => {
+            use std::io::Seek;
+            if file.seek(SeekFrom::Start(offset)).is_err() {
+                return plain(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "Internal Server Error",
+                    h1,
+                );
+            }
+            (
+                Framing::File {
+                    file,
+                    remaining: len,
+                },
+                Some(len),
+            )
+        }
+    };
+    let method = head.method.as_str().as_bytes();
+    shared.served_static(
+        Probed {
+            client: &conn.client,
+            method,
+            target: head
+                .uri
+                .path_and_query()
+                .map_or(b"/", |t| t.as_str().as_bytes()),
+            version: version_text(head.version),
+            head_only: method == b"HEAD",
+            referer: head
+                .headers
+                .get(hyper::header::REFERER)
+                .map(|v| v.as_bytes()),
+            user_agent: head
+                .headers
+                .get(hyper::header::USER_AGENT)
+                .map(|v| v.as_bytes()),
+        },
+        answer.status,
+        len.unwrap_or(0),
+        0.0,
+    );
+    let mut response = Response::new(ResponseBody::new(framing, Some(guard)));
+    *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
+    let headers = response.headers_mut();
+    for (name, value) in answer.headers {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.append(name, value);
+        }
+    }
+    if let Some(len) = len {
+        headers.insert(hyper::header::CONTENT_LENGTH, HeaderValue::from(len));
+    }
+    if h1 && shared.closes_after(ordinal) {
+        headers.insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    with_server(response, &shared.config.server_header)
+}
+
 /// A `--health-path` probe, answered here (gate.rs: `Shared::probe`).
 fn answer_probe(
     probe: Answer,
@@ -135,13 +248,16 @@ fn answer_probe(
                 .uri
                 .path_and_query()
                 .map_or(b"/", |t| t.as_str().as_bytes()),
-            path: head.uri.path().as_bytes(),
-            version: match head.version {
-                Version::HTTP_10 => "HTTP/1.0",
-                Version::HTTP_11 => "HTTP/1.1",
-                _ => "HTTP/2.0",
-            },
+            version: version_text(head.version),
             head_only: method == b"HEAD",
+            referer: head
+                .headers
+                .get(hyper::header::REFERER)
+                .map(|v| v.as_bytes()),
+            user_agent: head
+                .headers
+                .get(hyper::header::USER_AGENT)
+                .map(|v| v.as_bytes()),
         },
     );
     let mut response = Response::new(ResponseBody::full(probe.text()));

@@ -23,6 +23,8 @@ pub struct Shared {
     pub counters: Arc<Counters>,
     /// `--health-path`: the probe paths, the drain flag, the probes answered.
     pub health: super::health::Health,
+    /// What the server answered itself, waiting for the worker's tick.
+    pub answered: super::answered::AnsweredLog,
     /// Set on a graceful stop: every response not yet sent says `Connection: close`.
     pub stopping: std::sync::atomic::AtomicBool,
     /// The same stop, for what awaits it (WebSocket sessions close with 1012).

@@ -28,7 +28,7 @@ use super::dispatch::{Call, Engine, Produced};
 use super::spool::{RequestBody, Spool, SPOOL_AT};
 use crate::http1_codec::{ChunkedDecoder, RequestHead, ResponseHead, Version};
 use crate::server::direct_wire::{Stop, Target, Wire};
-use crate::server::{answer_probe, BoxIo, ConnInfo, Shared};
+use crate::server::{answer_probe, answer_static, BoxIo, ConnInfo, Shared};
 
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
@@ -71,6 +71,12 @@ pub(super) async fn serve(
             }
         };
         if let Some(kept) = answer_probe(&mut c.wire, &head, &conn, &shared).await {
+            if !kept {
+                break true;
+            }
+            continue;
+        }
+        if let Some(kept) = answer_static(&mut c.wire, &head, &conn, &shared).await {
             if !kept {
                 break true;
             }
