@@ -447,13 +447,14 @@ DIRECTORIES = ["/static/sub", "/static/sub/", "/static/.git"]
 
 
 def test_traversal_never_leaves_the_folder(client):
-    for path in TRAVERSALS:
-        status, _, body = client(path)
-        assert_static_refusal(status, body, path, allowed=(400, 404))
-        assert b"root:" not in body, path
-    for path in NUL:
-        status, _, body = client(path)
-        assert_static_refusal(status, body, path, allowed=(400, 404))
+    answers = {path: client(path)[::2] for path in [*TRAVERSALS, *NUL]}
+    wrong = {
+        path: got
+        for path, got in answers.items()
+        if got[0] not in (400, 404) or got[1] == APP_ANSWER or SECRET in got[1]
+        or b"root:" in got[1]
+    }  # fmt: skip
+    assert not wrong, f"not refused: {wrong}"
     # The connection is fine (or reopened) and serving afterwards.
     assert client("/static/hello.txt")[::2] == (200, HELLO)
 
@@ -469,11 +470,15 @@ def test_traversal_in_raw_requests(served):
 
 
 def test_hidden_files_directories_and_missing_files_are_404(client):
-    for path in [*HIDDEN, *DIRECTORIES, "/static/nope.txt", "/static/sub/nope.txt"]:
-        status, _, body = client(path)
-        assert_static_refusal(status, body, path)
-        assert b"CONTENT" not in body and b"HIDDEN-FILE" not in body, path
-        assert b"nested.txt" not in body, path  # no listing
+    paths = [*HIDDEN, *DIRECTORIES, "/static/nope.txt", "/static/sub/nope.txt"]
+    answers = {path: client(path)[::2] for path in paths}
+    leaks = (SECRET, b"CONTENT", b"HIDDEN-FILE", b"nested.txt")  # no listing either
+    wrong = {
+        path: got
+        for path, got in answers.items()
+        if got[0] != 404 or got[1] == APP_ANSWER or any(leak in got[1] for leak in leaks)
+    }
+    assert not wrong, f"not a plain 404: {wrong}"
 
 
 def test_symlinks(client):
@@ -582,12 +587,18 @@ def test_without_immutable_a_hashed_name_gets_no_cache_control(served):
 
 
 def test_fallthrough_hands_what_is_not_a_file_to_the_app(tuned):
-    for path in [*HIDDEN, *DIRECTORIES, "/static/nope.txt", "/static/sub/nope.txt"]:
-        assert tuned.get(path)[::2] == (200, APP_ANSWER), path
+    paths = [*HIDDEN, *DIRECTORIES, "/static/nope.txt", "/static/sub/nope.txt"]
+    answers = {path: tuned.get(path)[::2] for path in paths}
+    wrong = {path: got for path, got in answers.items() if got != (200, APP_ANSWER)}
+    assert not wrong, f"not handed to the app: {wrong}"
     # ... but never a way out of the folder.
-    for path in TRAVERSALS:
-        status, _, body = tuned.get(path)
-        assert_static_refusal(status, body, path, allowed=(400, 404))
+    answers = {path: tuned.get(path)[::2] for path in TRAVERSALS}
+    wrong = {
+        path: got
+        for path, got in answers.items()
+        if got[0] not in (400, 404) or got[1] == APP_ANSWER or SECRET in got[1]
+    }
+    assert not wrong, f"traversals not refused: {wrong}"
     for path in NUL:
         assert SECRET not in tuned.get(path)[2], path
     assert tuned.get("/static/hello.txt")[::2] == (200, HELLO)
@@ -787,3 +798,18 @@ def test_a_good_static_map_passes_the_check_from_the_command_line_and_a_file(tmp
     assert done.returncode != 0
     assert "Traceback" not in done.stderr
     assert "static" in done.stderr.lower()
+
+
+def test_a_missing_folder_stops_the_start_with_one_line(start_server, tmp_path):
+    """The same error at a real start as under --check-config: the arbiter says it
+    once and exits, rather than workers failing to boot one after another."""
+    missing = tmp_path / "missing"
+    server = start_server("lifecycle_app:app", "--static-map", f"/static={missing}", wait=False)
+    try:
+        code = server.proc.wait(30)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"still running after 30 s with a missing folder:\n{server.log()[-3000:]}")
+    log = server.log()
+    assert code != 0
+    assert "Traceback" not in log, log[-3000:]
+    assert log.count(str(missing)) <= 2, log[-3000:]  # said once (or twice), not per worker
