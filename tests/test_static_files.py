@@ -38,6 +38,7 @@ from conftest import (
     free_port,
     launch,
     lifecycle_app,
+    read_until_closed,
     shutdown,
     supervise_command,
     wait_until,
@@ -288,6 +289,36 @@ def test_other_methods_are_refused_with_allow(client):
         assert headers.get("allow", "").replace(" ", "") == "GET,HEAD", method
         assert body != APP_ANSWER
     assert client("/static/hello.txt")[::2] == (200, HELLO)
+
+
+def test_the_body_of_a_refused_request_is_never_a_request(served):
+    """A 405 answered before the app must still read the request's body: left on
+    the connection, its bytes would be parsed as the next request (here one the
+    client never sent, to the app)."""
+    smuggled = b"GET /smuggled HTTP/1.1\r\nHost: t\r\n\r\n"
+    head = b"POST /static/hello.txt HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n"
+    for _ in range(10):
+        with served.server.connect() as sock:
+            # The body a moment after the head, as http.client sends them: it
+            # arrives after the answer has been decided.
+            sock.sendall(head % len(smuggled))
+            time.sleep(0.02)
+            sock.sendall(smuggled)
+            first = b""
+            while b"\r\n\r\n" not in first:
+                chunk = sock.recv(65536)
+                assert chunk, first
+                first += chunk
+            closing = re.search(rb"(?im)^connection: *close\r$", first.split(b"\r\n\r\n")[0])
+            if not closing:
+                sock.sendall(
+                    b"GET /static/hello.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+                )
+            answer = first + read_until_closed(sock)
+        statuses = re.findall(rb"HTTP/1\.1 (\d{3})", answer)
+        want = [b"405"] if closing else [b"405", b"200"]
+        assert statuses == want, answer[:600]  # nothing answered for /smuggled
+        assert closing or answer.endswith(HELLO), answer[-200:]
 
 
 def test_paths_are_percent_decoded_once(client):
