@@ -221,6 +221,8 @@ def main(argv: list[str]) -> int:
     venv = peers.prepare(args.python, charts=False, upgrade=False, log=log)
     available, missing = servers.available_peers(venv)
     available += servers.supervise_servers(venv, log)
+    # Static-file rows serve a folder, not the echo app: the parser is their base row's.
+    available = [s for s in available if s.interface != servers.STATIC]
     chosen = plan.select_servers(available, args.servers, quick_only=False)
     count = sum(len(c) for c in corpora.values())
     log(f"{len(chosen)} servers x {count} cases in {len(corpora)} corpora")

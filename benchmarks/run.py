@@ -292,6 +292,7 @@ def main(argv: list[str]) -> int:
         args.python,
         cores=deploy_workers,
     )
+    payload.ensure_static()  # the folder the static scenarios' servers serve
     ctx = runner.Context(
         venvs=venvs,
         servers=available,

@@ -26,6 +26,9 @@ TEXT_4B = "PONG"
 BODY_1K = pattern(1024)
 BODY_10K = pattern(10 * 1024)
 FILE_SIZE = 64 * 1024
+# The static-file scenarios: files the servers serve from a folder, without the app.
+STATIC_ROUTE = "/static"
+STATIC_FILES = {"app.css": 1024, "bundle.js": 1024 * 1024}
 JSON_OBJECT = {"message": "Hello, World!", "id": 42, "tags": ["fast", "small"], "ok": True}
 
 
@@ -56,3 +59,29 @@ def ensure_file() -> str:
         tmp.write_bytes(want)
         tmp.replace(path)
     return str(path)
+
+
+def static_dir() -> str:
+    """The folder served on STATIC_ROUTE (generated, never committed)."""
+    override = os.environ.get("BENCH_STATIC_DIR")
+    if override:
+        return override
+    return str(Path(__file__).resolve().parent.parent / ".work" / "static")
+
+
+def static_bytes(name: str) -> bytes:
+    return pattern(STATIC_FILES[name])
+
+
+def ensure_static() -> str:
+    """Write the static folder's files if missing or stale; returns the folder."""
+    folder = Path(static_dir())
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in STATIC_FILES:
+        path = folder / name
+        want = static_bytes(name)
+        if not path.exists() or path.read_bytes() != want:
+            tmp = path.with_suffix(".tmp")
+            tmp.write_bytes(want)
+            tmp.replace(path)
+    return str(folder)

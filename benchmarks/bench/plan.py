@@ -5,7 +5,7 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field, replace
 
-from bench.scenarios import BY_NAME, SCENARIOS, Scenario
+from bench.scenarios import BY_NAME, SCENARIOS, STATIC, Scenario
 from bench.servers import Options, Server
 
 PYTHONS = ("3.10", "3.11", "3.12", "3.13")
@@ -102,6 +102,9 @@ PARTS = {
     "versus-h2-ws": Part("one worker: HTTP/2 GET and POST, WebSocket echo and broadcast",
                          ("main",), ("h2-get", "h2-post", "ws-echo", "ws-broadcast")),
     "deploy": Part("workers = cores, unpinned", ("deploy",), DEPLOY_SCENARIOS),
+    "static": Part("one worker: static files, GET 1 KiB and 1 MiB, supervise's --static-map "
+                   "against Granian's static route and nginx", ("main",),
+                   ("static-1k", "static-1m"), (STATIC,)),
     "scaling": Part("1 and 2 workers; memory with 1, 2 and 4 workers", ("workers", "memory")),
     "runtime": Part("runtime mode and threads; event loops", ("threads", "loops")),
     **{

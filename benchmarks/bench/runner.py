@@ -81,7 +81,7 @@ def _entry(point: Point, server: Server, venv: Venv) -> dict:
         "server": server.name,
         "interface": server.interface,
         "supervise": server.is_supervise,
-        "version": venv.versions.get(server.dist, "?"),
+        "version": server.version or venv.versions.get(server.dist, "?"),
         "note": server.note,
         "status": "pending",
         "reason": "",

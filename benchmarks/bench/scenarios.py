@@ -8,6 +8,10 @@ from apps import payload
 
 ALL_INTERFACES = frozenset({"wsgi", "asgi", "rsgi"})
 ASYNC_INTERFACES = frozenset({"asgi", "rsgi"})
+# Servers answering from a folder without calling the app (supervise's --static-map,
+# Granian's static route, nginx): a group of rows of their own, compared with each other.
+STATIC = "static"
+STATIC_ONLY = frozenset({STATIC})
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,8 @@ _EXPECTED = {
     "/filebytes": lambda s: payload.file_bytes(),
     "/io10": lambda s: payload.BODY_4B,
     "/io100": lambda s: payload.BODY_4B,
+    f"{payload.STATIC_ROUTE}/app.css": lambda s: payload.static_bytes("app.css"),
+    f"{payload.STATIC_ROUTE}/bundle.js": lambda s: payload.static_bytes("bundle.js"),
 }
 
 SCENARIOS = [
@@ -78,6 +84,19 @@ SCENARIOS = [
     # that cap connections start making room).
     Scenario("io10", "long I/O: app waits 10 ms", "/io10", min_level=768),
     Scenario("io100", "long I/O: app waits 100 ms", "/io100", min_level=768),
+    # Files from a folder, served by the server without the app (nothing else applies).
+    Scenario(
+        "static-1k",
+        "static file GET 1 KiB .css (the server's own static route)",
+        f"{payload.STATIC_ROUTE}/app.css",
+        interfaces=STATIC_ONLY,
+    ),
+    Scenario(
+        "static-1m",
+        "static file GET 1 MiB .js (the server's own static route)",
+        f"{payload.STATIC_ROUTE}/bundle.js",
+        interfaces=STATIC_ONLY,
+    ),
     Scenario("h2-get", "HTTP/2 GET 4 B (h2c)", "/4b", protocol="h2"),
     Scenario(
         "h2-post", "HTTP/2 POST echo 4 B (h2c)", "/echo", protocol="h2", method="POST", body_size=4

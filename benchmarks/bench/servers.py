@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from apps import payload
 
 from bench.peers import BENCH_DIR, DISTRIBUTION, Venv
+from bench.scenarios import STATIC
 
 # Scripts that run a peer with no command line of its own (or none usable on every Python
 # of the suite) on host/port: one per peer, named run_<peer>.py.
@@ -88,12 +94,18 @@ class Server:
     quick: bool = False  # part of the --quick subset
     explicit: bool = False  # run only when --servers names it (a variant, not a peer)
     note: str = ""
+    # A program of the system rather than a PyPI distribution (nginx): found on PATH,
+    # its version asked of it (set by available_peers).
+    system: str = ""
+    version: str = ""
 
     @property
     def is_supervise(self) -> bool:
         return self.name.startswith("supervise")
 
     def command(self, venv: Venv, port: int, opts: Options) -> list[str]:
+        if opts.echo and self.interface == STATIC:
+            raise Unsupported("serves a folder of files, not the echo app")
         if opts.workers != 1 and not self.multi_worker:
             raise Unsupported("runs a single process only")
         if opts.loop and opts.loop not in self.loops:
@@ -226,6 +238,59 @@ PEERS = [
 ]  # fmt: skip
 
 
+# -- static files: answered from a folder, the app behind never called -----------------
+# The folder (payload.static_dir(), written by run.py) on payload.STATIC_ROUTE. Each
+# server keeps its own defaults for the rest (Granian adds a one-day Cache-Control,
+# nginx and supervise none; nginx's open_file_cache stays off, as supervise and Granian
+# look at the file on every request).
+
+
+def static_folder() -> str:
+    """The static folder as servers are given it: relative to benchmarks/, where they
+    start, so the report's command lines stay free of this checkout's path."""
+    folder = Path(payload.static_dir()).resolve()
+    with contextlib.suppress(ValueError):
+        return str(folder.relative_to(BENCH_DIR))
+    return str(folder)
+
+
+def _granian_static(venv: Venv, port: int, opts: Options) -> list[str]:
+    cmd = _granian("rsgi")(venv, port, opts)
+    route = ["--static-path-route", payload.STATIC_ROUTE, "--static-path-mount"]
+    return [*cmd[:-1], *route, static_folder(), cmd[-1]]
+
+
+def _nginx(venv: Venv, port: int, opts: Options) -> list[str]:
+    """nginx with a config of its own, written by its launcher under .work/."""
+    script = (LAUNCHERS / "run_nginx.py").relative_to(BENCH_DIR)
+    cmd = [venv.python, str(script), "--host", HOST, "--port", str(port)]
+    cmd += ["--workers", str(opts.workers), "--route", payload.STATIC_ROUTE]
+    return [*cmd, "--root", static_folder()]
+
+
+STATIC_PEERS = [
+    Server("granian-static", STATIC, "granian", _granian_static, quick=True,
+           note="--static-path-route /static --static-path-mount DIR (RSGI app behind)"),
+    Server("nginx", STATIC, "nginx", _nginx, quick=True, system="nginx",
+           note="location /static/ { alias DIR/; }, sendfile on, 1 worker process per worker"),
+]  # fmt: skip
+
+
+def system_binary(name: str) -> str | None:
+    """A program from PATH, or from the sbin folders a non-root user's PATH lacks."""
+    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/local/sbin")
+
+
+def _system_version(binary: str) -> str:
+    """`nginx -v` says `nginx version: nginx/1.22.1` (on stderr)."""
+    try:
+        done = subprocess.run([binary, "-v"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+    found = re.search(r"/(\d[\w.]*)", done.stderr + done.stdout)
+    return found.group(1) if found else "?"
+
+
 @dataclass(frozen=True)
 class WorkerClass:
     """One row of supervise's capability table."""
@@ -279,11 +344,20 @@ ACCESS_FLAG = "--access-logfile"
 ACCESS_SUFFIX = "+access"
 JSON_FLAG = "--log-format"
 ACCESS_JSON_SUFFIX = "+access-json"
+# supervise serving the static folder itself (the static scenarios' rows), once
+# `supervise --help` lists the setting; these worker classes get such a row.
+STATIC_FLAG = "--static-map"
+STATIC_SUFFIX = "-static"
+STATIC_WORKERS = ("rsgi", "native", "gthread")
 
 
-def _supervise(kind: str, wc: WorkerClass, metrics: bool = False, access: str = "") -> Builder:
+def _supervise(
+    kind: str, wc: WorkerClass, metrics: bool = False, access: str = "", static: bool = False
+) -> Builder:
     def build(venv: Venv, port: int, opts: Options) -> list[str]:
         cmd = [venv.bin("supervise"), "-k", wc.worker or kind, "-w", str(opts.workers), *wc.extra]
+        if static:
+            cmd += [STATIC_FLAG, f"{payload.STATIC_ROUTE}={static_folder()}"]
         if metrics:
             sock = os.path.join(tempfile.gettempdir(), f"supervise-bench-metrics-{port}.sock")
             cmd += [METRICS_FLAG, f"unix:{sock}"]
@@ -383,15 +457,27 @@ def supervise_rows(help_text: str, present: set[str]) -> list[Server]:
                     note=f"-k {wc.worker or kind} {' '.join(wc.extra)} {extra}".replace("  ", " "),
                 )
             )
+        if kind in STATIC_WORKERS and STATIC_FLAG in help_text:
+            flag = f"{STATIC_FLAG} {payload.STATIC_ROUTE}=DIR"
+            servers.append(
+                Server(
+                    f"supervise-{kind}{STATIC_SUFFIX}",
+                    STATIC,
+                    DISTRIBUTION,
+                    _supervise(kind, wc, static=True),
+                    quick=True,
+                    note=f"-k {wc.worker or kind} {' '.join(wc.extra)} {flag}".replace("  ", " "),
+                )
+            )
     return servers
 
 
 def every_row() -> list[Server]:
     """Every server the suite knows, as if every peer installed and supervise's build had
     every worker class and setting: what `--list` plans and estimates without venvs."""
-    flags = " ".join([LOOP_FLAG, RUNTIME_THREADS_FLAG, RUNTIME_MODE_FLAG, METRICS_FLAG, JSON_FLAG])
+    flags = [LOOP_FLAG, RUNTIME_THREADS_FLAG, RUNTIME_MODE_FLAG, METRICS_FLAG, JSON_FLAG]
     modules = {wc.module for wc in SUPERVISE_WORKERS.values()}
-    return [*PEERS, *supervise_rows(flags, modules)]
+    return [*PEERS, *STATIC_PEERS, *supervise_rows(" ".join([*flags, STATIC_FLAG]), modules)]
 
 
 def available_peers(venv: Venv) -> tuple[list[Server], dict[str, str]]:
@@ -405,4 +491,17 @@ def available_peers(venv: Venv) -> tuple[list[Server], dict[str, str]]:
         if loops != server.loops:
             server = replace(server, loops=loops)
         peers.append(server)
+    for server in STATIC_PEERS:
+        if server.system:
+            binary = system_binary(server.system)
+            if binary is None:
+                missing[server.name] = (
+                    f"{server.system} not found (apt-get install {server.system})"
+                )
+            else:
+                peers.append(replace(server, version=_system_version(binary)))
+        elif venv.has(server.dist):
+            peers.append(server)
+        else:
+            missing[server.name] = venv.failed.get(server.dist, f"{server.dist} not installed")
     return peers, missing

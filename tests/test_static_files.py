@@ -1,0 +1,846 @@
+"""Static file serving (--static-map PREFIX=DIR and its companions), black-box,
+on every worker class: what a browser, a CDN and curl get back, and what an
+attacker does not.
+
+The app behind the server is tests/apps/lifecycle_app.py, which answers
+``200 ok`` on any path it is given: a static answer is told from the app's by
+its body, so "the app was not called" reads as "the answer is not the app's".
+A ``secret.txt`` lies next to the served folder; its content must never come
+back from a request that tries to leave the folder.
+
+Servers are started once per worker class for the read-only checks (module
+fixtures below); the tests that need settings of their own start their own.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import gzip
+import hashlib
+import http.client
+import os
+import re
+import shutil
+import socket
+import ssl
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import (
+    APPS_DIR,
+    WSGI_WORKERS,
+    Server,
+    free_port,
+    launch,
+    lifecycle_app,
+    read_until_closed,
+    shutdown,
+    supervise_command,
+    wait_until,
+    worker_params,
+)
+from ops_helpers import scrape
+
+EVERY_WORKER = WSGI_WORKERS + worker_params("asgi") + worker_params("rsgi")
+
+SECRET = b"TOP-SECRET-must-never-leave-the-server"
+MTIME = 1_700_000_000  # Tue, 14 Nov 2023 22:13:20 GMT: whole seconds, as HTTP dates are
+HELLO = b"hello, static world\n"
+DIGITS = b"0123456789" * 100  # 1000 bytes: ranges are easy to check by eye
+PRE = b"precompressed text, " * 200  # has .br, .zst and .gz siblings
+BR = b"BR-SIBLING-BYTES-" * 7  # not real brotli: these tests compare bytes only
+ZST = b"ZSTD-SIBLING-BYTES-" * 5
+BIG_SIZE = 8 * 1024 * 1024
+IMMUTABLE = "public, max-age=31536000, immutable"
+CACHE_CONTROL = "public, max-age=60"
+APP_ANSWER = b"ok"  # lifecycle_app's body on every path it has no route for
+
+TYPES = {
+    "index.html": ({"text/html;charset=utf-8"}, b"<!doctype html><title>t</title>\n"),
+    "style.css": ({"text/css;charset=utf-8"}, b"body { color: red }\n"),
+    "app.js": (
+        {"text/javascript;charset=utf-8", "application/javascript;charset=utf-8"},
+        b"console.log(1);\n",
+    ),
+    "notes.txt": ({"text/plain;charset=utf-8"}, b"plain notes\n"),
+    "data.json": ({"application/json;charset=utf-8"}, b'{"a": 1}\n'),
+    "logo.svg": ({"image/svg+xml;charset=utf-8"}, b'<svg xmlns="http://www.w3.org/2000/svg"/>\n'),
+    "pixel.png": ({"image/png"}, b"\x89PNG\r\n\x1a\n" + bytes(range(256))),
+    "font.woff2": ({"font/woff2"}, b"wOF2" + bytes(64)),
+    "blob.qqzz": ({"application/octet-stream"}, b"\x00\x01\x02unknown extension"),
+}
+
+
+# -- the folder served -----------------------------------------------------------
+
+
+@dataclass
+class Tree:
+    root: Path  # holds secret.txt, public/ and assets/
+    public: Path  # what /static maps to
+    gz: bytes  # public/pre.txt.gz (real gzip of PRE)
+    only_gz: bytes  # public/only-gz.txt.gz (real gzip of DIGITS)
+    big: bytes  # public/big.bin
+
+
+def build_tree(root: Path) -> Tree:
+    """The served folder, with a file next to it that must stay unreachable."""
+    (root / "secret.txt").write_bytes(SECRET)
+    (root / "outside").mkdir()
+    (root / "outside" / "secret.txt").write_bytes(SECRET)
+    public = root / "public"
+    public.mkdir()
+    (public / "hello.txt").write_bytes(HELLO)
+    for name, (_, content) in TYPES.items():
+        (public / name).write_bytes(content)
+    (public / "digits.txt").write_bytes(DIGITS)
+    (public / "a b.txt").write_bytes(b"a space in the name\n")
+    (public / "a%20b.txt").write_bytes(b"a literal percent sign in the name\n")
+    (public / "café.txt").write_bytes(b"utf-8 name\n")
+    (public / "sub").mkdir()
+    (public / "sub" / "nested.txt").write_bytes(b"nested\n")
+    (public / "sub" / ".hidden").write_bytes(b"HIDDEN-FILE\n")
+    (public / ".env").write_bytes(b"DOTFILE-CONTENT\n")
+    (public / ".git").mkdir()
+    (public / ".git" / "config").write_bytes(b"DOTDIR-CONTENT\n")
+    (public / "pre.txt").write_bytes(PRE)
+    gz = gzip.compress(PRE, mtime=0)
+    (public / "pre.txt.gz").write_bytes(gz)
+    (public / "pre.txt.br").write_bytes(BR)
+    (public / "pre.txt.zst").write_bytes(ZST)
+    (public / "pre2.txt").write_bytes(PRE)  # zstd and gzip only
+    (public / "pre2.txt.gz").write_bytes(gz)
+    (public / "pre2.txt.zst").write_bytes(ZST)
+    only_gz = gzip.compress(DIGITS, mtime=0)
+    (public / "only-gz.txt").write_bytes(DIGITS)
+    (public / "only-gz.txt.gz").write_bytes(only_gz)
+    for name in (
+        "app.3f2a9c1b.js",
+        "app-3f2a9c1b8d0e.css",
+        "app.3f2a9c1.js",  # 7 hex digits: no hash
+        "app.3g2a9c1b.js",  # not hex: no hash
+    ):
+        (public / name).write_bytes(b"/* " + name.encode() + b" */\n")
+    big = os.urandom(BIG_SIZE)
+    (public / "big.bin").write_bytes(big)
+    (public / "link-inside.txt").symlink_to("hello.txt")
+    (public / "link-outside.txt").symlink_to(root / "secret.txt")
+    (public / "linkdir").symlink_to(root / "outside", target_is_directory=True)
+    assets = root / "assets"
+    assets.mkdir()
+    (assets / "x.txt").write_bytes(b"from assets\n")
+    for path in (*public.rglob("*"), *assets.rglob("*")):
+        if not path.is_symlink():
+            os.utime(path, (MTIME, MTIME))
+    return Tree(root, public, gz, only_gz, big)
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Tree:
+    return build_tree(tmp_path_factory.mktemp("static"))
+
+
+# -- one server per worker class for the read-only checks ------------------------
+
+
+@pytest.fixture(scope="module", params=EVERY_WORKER)
+def kind(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@dataclass
+class Served:
+    server: Server
+    access_log: Path
+    metrics: str  # HOST:PORT of --metrics-bind
+
+
+def _start(args: list[str], log: Path, **options) -> Server:
+    server = launch(args, log, **options)
+    try:
+        server.wait_serving()
+    except BaseException:
+        shutdown(server)
+        raise
+    return server
+
+
+@pytest.fixture(scope="module")
+def served(kind: str, tree: Tree, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """The default settings: only --static-map (plus an access log and metrics)."""
+    work = tmp_path_factory.mktemp(f"plain-{kind}")
+    access = work / "access.log"
+    metrics = f"127.0.0.1:{free_port()}"
+    args = [lifecycle_app(kind), "-k", kind, "--static-map", f"/static={tree.public}"]
+    args += ["--access-logfile", str(access), "--metrics-bind", metrics]
+    server = _start(args, work / "server.log")
+    yield Served(server, access, metrics)
+    shutdown(server)
+
+
+@pytest.fixture(scope="module")
+def tuned(kind: str, tree: Tree, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """Every companion setting on, and a second map given relative to --chdir
+    with a trailing slash."""
+    work = tmp_path_factory.mktemp(f"tuned-{kind}")
+    args = [lifecycle_app(kind), "-k", kind, "--chdir", str(tree.root)]
+    args += ["--pythonpath", str(APPS_DIR)]
+    args += ["--static-map", f"/static={tree.public}", "--static-map", "/assets/=assets"]
+    args += ["--static-fallthrough", "--static-follow-symlinks", "--static-immutable"]
+    args += ["--static-cache-control", CACHE_CONTROL]
+    server = _start(args, work / "server.log")
+    yield server
+    shutdown(server)
+
+
+# -- helpers ---------------------------------------------------------------------
+
+
+class Client:
+    """One http.client connection, reopened by http.client when the server
+    closes it: a body sent where none belongs (HEAD, 304) breaks the next
+    answer on a kept-alive connection, so checks run in a row on one."""
+
+    def __init__(self, server: Server) -> None:
+        self.conn = server.http(timeout=30)
+
+    def __call__(
+        self, path: str, headers: dict | None = None, method: str = "GET", body=None
+    ) -> tuple[int, dict[str, str], bytes]:
+        self.conn.request(method, path, body=body, headers=headers or {})
+        resp = self.conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+@pytest.fixture
+def client(served: Served) -> Iterator[Client]:
+    c = Client(served.server)
+    yield c
+    c.close()
+
+
+def media(headers: dict[str, str]) -> str:
+    """The Content-Type without blanks, lowercased: text/css;charset=utf-8."""
+    return headers.get("content-type", "").replace(" ", "").lower()
+
+
+def http_date(ts: float) -> str:
+    return email.utils.formatdate(ts, usegmt=True)
+
+
+def is_strong_etag(value: str | None) -> bool:
+    return value is not None and re.fullmatch(r'"[\x21\x23-\x7e\x80-\xff]*"', value) is not None
+
+
+def vary_names(headers: dict[str, str]) -> set[str]:
+    return {part.strip().lower() for part in headers.get("vary", "").split(",")}
+
+
+def assert_static_refusal(status: int, body: bytes, path: str, allowed=(404,)) -> None:
+    """Not served, not the app, nothing from outside the folder."""
+    assert status in allowed, (path, status, body[:200])
+    assert body != APP_ANSWER, path
+    assert SECRET not in body, path
+
+
+# -- GET, HEAD and the other methods ---------------------------------------------
+
+
+def test_a_file_comes_with_its_headers(client, served, tree):
+    status, headers, body = client("/static/hello.txt")
+    assert (status, body) == (200, HELLO)
+    assert media(headers) == "text/plain;charset=utf-8"
+    assert headers["content-length"] == str(len(HELLO))
+    assert is_strong_etag(headers.get("etag")), headers.get("etag")
+    assert headers["last-modified"] == http_date(MTIME)
+    assert email.utils.parsedate_to_datetime(headers["last-modified"]).timestamp() == MTIME
+    assert headers["accept-ranges"] == "bytes"
+    assert "cache-control" not in headers  # --static-cache-control is unset
+    # HEAD: the same head, no body (the next answer on the connection is intact).
+    status, head, body = client("/static/hello.txt", method="HEAD")
+    assert (status, body) == (200, b"")
+    for name in ("content-type", "content-length", "etag", "last-modified", "accept-ranges"):
+        assert head.get(name) == headers[name], name
+    assert client("/static/hello.txt?v=3")[::2] == (200, HELLO)  # a query changes nothing
+    # The same file again: the same validator.
+    assert client("/static/hello.txt")[1]["etag"] == headers["etag"]
+
+
+@pytest.mark.parametrize("name", sorted(TYPES))
+def test_content_types_follow_the_extension(served, name):
+    types, content = TYPES[name]
+    status, headers, body = served.server.get(f"/static/{name}")
+    assert (status, body) == (200, content)
+    assert media(headers) in types, headers.get("content-type")
+
+
+def test_other_methods_are_refused_with_allow(client):
+    for method in ("POST", "PUT", "DELETE", "PATCH"):
+        status, headers, body = client("/static/hello.txt", method=method, body=b"x")
+        assert status == 405, method
+        assert headers.get("allow", "").replace(" ", "") == "GET,HEAD", method
+        assert body != APP_ANSWER
+    assert client("/static/hello.txt")[::2] == (200, HELLO)
+
+
+def test_the_body_of_a_refused_request_is_never_a_request(served):
+    """A 405 answered before the app must still read the request's body: left on
+    the connection, its bytes would be parsed as the next request (here one the
+    client never sent, to the app)."""
+    smuggled = b"GET /smuggled HTTP/1.1\r\nHost: t\r\n\r\n"
+    head = b"POST /static/hello.txt HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n"
+    for _ in range(10):
+        with served.server.connect() as sock:
+            # The body a moment after the head, as http.client sends them: it
+            # arrives after the answer has been decided.
+            sock.sendall(head % len(smuggled))
+            time.sleep(0.02)
+            sock.sendall(smuggled)
+            first = b""
+            while b"\r\n\r\n" not in first:
+                chunk = sock.recv(65536)
+                assert chunk, first
+                first += chunk
+            closing = re.search(rb"(?im)^connection: *close\r$", first.split(b"\r\n\r\n")[0])
+            if not closing:
+                sock.sendall(
+                    b"GET /static/hello.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+                )
+            answer = first + read_until_closed(sock)
+        statuses = re.findall(rb"HTTP/1\.1 (\d{3})", answer)
+        want = [b"405"] if closing else [b"405", b"200"]
+        assert statuses == want, answer[:600]  # nothing answered for /smuggled
+        assert closing or answer.endswith(HELLO), answer[-200:]
+
+
+def test_paths_are_percent_decoded_once(client):
+    assert client("/static/a%20b.txt")[::2] == (200, b"a space in the name\n")
+    assert client("/static/a%2520b.txt")[::2] == (200, b"a literal percent sign in the name\n")
+    assert client("/static/caf%C3%A9.txt")[::2] == (200, b"utf-8 name\n")
+    assert client("/static/sub/nested.txt")[::2] == (200, b"nested\n")
+
+
+def test_paths_outside_the_prefix_go_to_the_app(client):
+    for path in ("/staticx/hello.txt", "/staticx", "/STATIC/hello.txt", "/hello.txt", "/"):
+        assert client(path)[::2] == (200, APP_ANSWER), path
+
+
+# -- conditional requests and ranges ---------------------------------------------
+
+
+def test_conditional_requests(client):
+    status, headers, _ = client("/static/hello.txt")
+    etag = headers["etag"]
+    for condition in (
+        {"If-None-Match": etag},
+        {"If-None-Match": "*"},
+        {"If-None-Match": f'"nope", {etag}'},
+        {"If-Modified-Since": http_date(MTIME)},
+        {"If-Modified-Since": http_date(MTIME + 3600)},
+        # If-None-Match decides when both are there.
+        {"If-None-Match": etag, "If-Modified-Since": http_date(MTIME - 3600)},
+    ):
+        status, got, body = client("/static/hello.txt", headers=condition)
+        assert (status, body) == (304, b""), condition
+        assert got.get("etag") == etag, condition
+    for condition in (
+        {"If-None-Match": '"nope"'},
+        {"If-Modified-Since": http_date(MTIME - 1)},
+        {"If-None-Match": '"nope"', "If-Modified-Since": http_date(MTIME + 3600)},
+    ):
+        assert client("/static/hello.txt", headers=condition)[::2] == (200, HELLO), condition
+    # The connection survived every 304: no body was sent after any of them.
+    assert client("/static/digits.txt")[::2] == (200, DIGITS)
+
+
+def _range(client: Client, spec: str, path: str = "/static/digits.txt", **more: str):
+    return client(path, headers={"Range": spec, **more})
+
+
+def test_single_ranges(client):
+    size = len(DIGITS)
+    for spec, first, last in (
+        ("bytes=0-9", 0, 9),
+        ("bytes=10-10", 10, 10),
+        ("bytes=990-", 990, size - 1),
+        ("bytes=-5", size - 5, size - 1),
+        ("bytes=995-5000", 995, size - 1),  # an end past the file stops at its end
+        ("bytes=0-", 0, size - 1),
+    ):
+        status, headers, body = _range(client, spec)
+        assert status == 206, spec
+        assert headers["content-range"] == f"bytes {first}-{last}/{size}", spec
+        assert body == DIGITS[first : last + 1], spec
+        assert headers["content-length"] == str(last - first + 1), spec
+        assert media(headers) == "text/plain;charset=utf-8", spec
+    for spec in ("bytes=1000-", "bytes=5000-6000"):
+        status, headers, body = _range(client, spec)
+        assert status == 416, spec
+        assert headers["content-range"] == f"bytes */{size}", spec
+        assert DIGITS not in body
+    # Several ranges: the whole file.
+    assert _range(client, "bytes=0-1,5-6")[::2] == (200, DIGITS)
+    assert client("/static/hello.txt")[::2] == (200, HELLO)
+
+
+def test_if_range(client):
+    etag = client("/static/digits.txt")[1]["etag"]
+    status, headers, body = _range(client, "bytes=0-3", **{"If-Range": etag})
+    assert (status, body, headers["content-range"]) == (206, b"0123", f"bytes 0-3/{len(DIGITS)}")
+    for stale in ('"not-the-etag"', http_date(MTIME - 86400)):
+        status, headers, body = _range(client, "bytes=0-3", **{"If-Range": stale})
+        assert (status, body) == (200, DIGITS), stale
+        assert "content-range" not in headers
+
+
+# -- precompressed siblings ------------------------------------------------------
+
+
+def test_precompressed_siblings(client, tree):
+    plain_type = "text/plain;charset=utf-8"
+    for accept, coding, content in (
+        ("gzip, deflate, br, zstd", "br", BR),
+        ("zstd, gzip, br", "br", BR),
+        ("gzip, zstd", "zstd", ZST),
+        ("gzip", "gzip", tree.gz),
+        ("br;q=0, zstd;q=0, gzip", "gzip", tree.gz),
+        ("br;q=0, gzip;q=0.5, zstd;q=0.8", "zstd", ZST),
+    ):
+        status, headers, body = client("/static/pre.txt", headers={"Accept-Encoding": accept})
+        assert (status, headers.get("content-encoding"), body) == (200, coding, content), accept
+        assert headers["content-length"] == str(len(content)), accept
+        assert media(headers) == plain_type, accept
+        assert "accept-encoding" in vary_names(headers), accept
+    # No acceptable sibling: the file itself, still varying on Accept-Encoding.
+    for accept in (None, "identity", "deflate", "br;q=0, zstd;q=0, gzip;q=0"):
+        status, headers, body = client(
+            "/static/pre.txt", headers={"Accept-Encoding": accept} if accept else {}
+        )
+        assert (status, body) == (200, PRE), accept
+        assert headers.get("content-encoding", "identity") == "identity", accept
+        assert headers["content-length"] == str(len(PRE)), accept
+        assert "accept-encoding" in vary_names(headers), accept
+    # br is preferred, but only where there is one.
+    status, headers, body = client(
+        "/static/pre2.txt", headers={"Accept-Encoding": "br, gzip, zstd"}
+    )
+    assert (status, headers.get("content-encoding"), body) == (200, "zstd", ZST)
+    status, headers, body = client("/static/only-gz.txt", headers={"Accept-Encoding": "br, zstd"})
+    assert (status, body) == (200, DIGITS)
+    assert "content-encoding" not in headers
+
+
+def test_ranges_apply_to_the_bytes_sent(client, tree):
+    status, headers, body = client(
+        "/static/pre.txt", headers={"Accept-Encoding": "gzip", "Range": "bytes=0-3"}
+    )
+    assert (status, headers.get("content-encoding"), body) == (206, "gzip", tree.gz[:4])
+    assert headers["content-range"] == f"bytes 0-3/{len(tree.gz)}"
+    status, headers, body = client("/static/pre.txt", headers={"Range": "bytes=-6"})
+    assert (status, body) == (206, PRE[-6:])
+    assert headers["content-range"] == f"bytes {len(PRE) - 6}-{len(PRE) - 1}/{len(PRE)}"
+
+
+# -- what is never served ----------------------------------------------------------
+
+TRAVERSALS = [
+    "/static/../secret.txt",
+    "/static/%2e%2e/secret.txt",
+    "/static/%2E%2E/secret.txt",
+    "/static/..%2fsecret.txt",
+    "/static/%2e%2e%2fsecret.txt",
+    "/static/sub/../../secret.txt",
+    "/static/sub/%2e%2e/%2e%2e/secret.txt",
+    "/static/.%2e/secret.txt",
+    "/static/..\\secret.txt",
+    "/static/..%5csecret.txt",
+    "/static/sub\\..\\..\\secret.txt",
+    "/static/%2e%2e%5csecret.txt",
+    "/static/%2e%2e%2f%2e%2e%2f%2e%2e%2f%2e%2e%2fetc/passwd",
+]
+NUL = ["/static/hello.txt%00", "/static/%00", "/static/hello.txt%00.png"]
+HIDDEN = [
+    "/static/.env",
+    "/static/%2eenv",
+    "/static/.git/config",
+    "/static/.git/",
+    "/static/sub/.hidden",
+]
+DIRECTORIES = ["/static/sub", "/static/sub/", "/static/.git"]
+
+
+def test_traversal_never_leaves_the_folder(client):
+    answers = {path: client(path)[::2] for path in [*TRAVERSALS, *NUL]}
+    wrong = {
+        path: got
+        for path, got in answers.items()
+        if got[0] not in (400, 404) or got[1] == APP_ANSWER or SECRET in got[1]
+        or b"root:" in got[1]
+    }  # fmt: skip
+    assert not wrong, f"not refused: {wrong}"
+    # The connection is fine (or reopened) and serving afterwards.
+    assert client("/static/hello.txt")[::2] == (200, HELLO)
+
+
+def test_traversal_in_raw_requests(served):
+    """Request targets a client library would tidy up, sent as bytes."""
+    for target in (b"/static/../secret.txt", b"/static/./../secret.txt", b"/static//../secret.txt"):
+        answer = served.server.raw(
+            b"GET " + target + b" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+        )
+        assert answer.startswith((b"HTTP/1.1 400", b"HTTP/1.1 404", b"HTTP/1.0 400")), answer[:200]
+        assert SECRET not in answer
+
+
+def test_hidden_files_directories_and_missing_files_are_404(client):
+    paths = [*HIDDEN, *DIRECTORIES, "/static/nope.txt", "/static/sub/nope.txt"]
+    answers = {path: client(path)[::2] for path in paths}
+    leaks = (SECRET, b"CONTENT", b"HIDDEN-FILE", b"nested.txt")  # no listing either
+    wrong = {
+        path: got
+        for path, got in answers.items()
+        if got[0] != 404 or got[1] == APP_ANSWER or any(leak in got[1] for leak in leaks)
+    }
+    assert not wrong, f"not a plain 404: {wrong}"
+
+
+def test_symlinks(client):
+    assert client("/static/link-inside.txt")[::2] == (200, HELLO)
+    for path in ("/static/link-outside.txt", "/static/linkdir/secret.txt"):
+        status, _, body = client(path)
+        assert_static_refusal(status, body, path)
+
+
+# -- the file on disk is the truth ---------------------------------------------------
+
+
+def test_a_changed_file_is_served_at_once(client, tree, kind):
+    name = f"changing-{kind}-{kind.interface}.txt"
+    path = tree.public / name
+    url = f"/static/{name}"
+    assert_static_refusal(*client(url)[::2], url)  # not there yet
+
+    path.write_bytes(b"first")
+    os.utime(path, (MTIME, MTIME))
+    status, headers, body = client(url)
+    assert (status, body) == (200, b"first")
+    first = headers["etag"]
+
+    path.write_bytes(b"second!")  # another size, the same mtime
+    os.utime(path, (MTIME, MTIME))
+    status, headers, body = client(url)
+    assert (status, body) == (200, b"second!")
+    second = headers["etag"]
+    assert second != first
+
+    os.utime(path, (MTIME + 100, MTIME + 100))  # the same size, another mtime
+    status, headers, body = client(url)
+    assert (status, body) == (200, b"second!")
+    third = headers["etag"]
+    assert third not in (first, second)
+    assert headers["last-modified"] == http_date(MTIME + 100)
+    assert client(url, headers={"If-None-Match": second})[::2] == (200, b"second!")
+    assert client(url, headers={"If-None-Match": third})[0] == 304
+
+    path.unlink()
+    assert_static_refusal(*client(url)[::2], url)
+
+
+def test_a_large_file_is_byte_identical(client, tree):
+    status, headers, body = client("/static/big.bin")
+    assert status == 200
+    assert headers["content-length"] == str(BIG_SIZE)
+    assert hashlib.sha256(body).digest() == hashlib.sha256(tree.big).digest()
+    # A range from the middle (an offset into the file), then the connection goes on.
+    status, headers, body = _range(client, "bytes=4000000-4999999", path="/static/big.bin")
+    assert status == 206
+    assert body == tree.big[4_000_000:5_000_000]
+    assert client("/static/hello.txt")[::2] == (200, HELLO)
+
+
+# -- static answers are requests -----------------------------------------------------
+
+
+def _settled_requests(address: str) -> float:
+    """supervise_requests_total once it stops moving (workers publish about once a second)."""
+    last = [-1.0]
+
+    def settled() -> float | None:
+        now = scrape(address)["supervise_requests_total"]
+        if now == last[0]:
+            return now
+        last[0] = now
+        time.sleep(1.2)
+        return None
+
+    return wait_until(settled, timeout=30)
+
+
+def test_static_answers_are_logged_and_counted(served):
+    server = served.server
+    before = _settled_requests(served.metrics)
+    marker = f"m{time.monotonic_ns()}"
+    assert server.get(f"/static/hello.txt?{marker}")[0] == 200
+    assert server.get(f"/static/nope-{marker}.txt")[0] == 404
+    for _ in range(3):
+        assert server.get("/static/digits.txt", headers={"Range": "bytes=0-0"})[0] == 206
+    wait_until(lambda: f"/static/nope-{marker}.txt" in served.access_log.read_text())
+    log = served.access_log.read_text()
+    assert re.search(rf'"GET /static/hello\.txt\?{marker} HTTP/1\.1" 200 ', log), log[-2000:]
+    assert re.search(rf'"GET /static/nope-{marker}\.txt HTTP/1\.1" 404 ', log), log[-2000:]
+    wait_until(lambda: scrape(served.metrics)["supervise_requests_total"] >= before + 5)
+
+
+# -- the companion settings ----------------------------------------------------------
+
+
+def test_cache_control_and_immutable_names(tuned):
+    for name in ("app.3f2a9c1b.js", "app-3f2a9c1b8d0e.css"):
+        status, headers, _ = tuned.get(f"/static/{name}")
+        assert (status, headers.get("cache-control")) == (200, IMMUTABLE), name
+    for name in ("app.3f2a9c1.js", "app.3g2a9c1b.js", "hello.txt", "big.bin"):
+        status, headers, _ = tuned.get(f"/static/{name}", method="HEAD")
+        assert (status, headers.get("cache-control")) == (200, CACHE_CONTROL), name
+
+
+def test_without_immutable_a_hashed_name_gets_no_cache_control(served):
+    status, headers, _ = served.server.get("/static/app.3f2a9c1b.js")
+    assert status == 200
+    assert "cache-control" not in headers
+
+
+def test_fallthrough_hands_what_is_not_a_file_to_the_app(tuned):
+    paths = [*HIDDEN, *DIRECTORIES, "/static/nope.txt", "/static/sub/nope.txt"]
+    answers = {path: tuned.get(path)[::2] for path in paths}
+    wrong = {path: got for path, got in answers.items() if got != (200, APP_ANSWER)}
+    assert not wrong, f"not handed to the app: {wrong}"
+    # ... but never a way out of the folder.
+    answers = {path: tuned.get(path)[::2] for path in TRAVERSALS}
+    wrong = {
+        path: got
+        for path, got in answers.items()
+        if got[0] not in (400, 404) or got[1] == APP_ANSWER or SECRET in got[1]
+    }
+    assert not wrong, f"traversals not refused: {wrong}"
+    for path in NUL:
+        assert SECRET not in tuned.get(path)[2], path
+    assert tuned.get("/static/hello.txt")[::2] == (200, HELLO)
+
+
+def test_follow_symlinks_serves_links_leading_outside(tuned):
+    assert tuned.get("/static/link-outside.txt")[::2] == (200, SECRET)
+    assert tuned.get("/static/linkdir/secret.txt")[::2] == (200, SECRET)
+    assert tuned.get("/static/link-inside.txt")[::2] == (200, HELLO)
+
+
+def test_several_maps_and_a_directory_relative_to_chdir(tuned):
+    status, headers, body = tuned.get("/assets/x.txt")
+    assert (status, body) == (200, b"from assets\n")
+    assert headers.get("cache-control") == CACHE_CONTROL
+    assert tuned.get("/assetsx/x.txt")[::2] == (200, APP_ANSWER)
+    assert tuned.get("/static/digits.txt")[::2] == (200, DIGITS)
+
+
+# -- a real client ---------------------------------------------------------------------
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
+def test_curl(served, tree, tmp_path):
+    base = f"http://{served.server.host}:{served.server.port}"
+
+    def curl(*args: str) -> tuple[str, bytes]:
+        out = tmp_path / "body"
+        out.unlink(missing_ok=True)  # curl writes no file for an answer without a body
+        done = subprocess.run(
+            ["curl", "-sS", "-o", str(out), "-w", "%{http_code}", *args],
+            capture_output=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.decode(), out.read_bytes() if out.exists() else b""
+
+    # --compressed asks for every coding curl decodes; only a gzip sibling is there.
+    headers = tmp_path / "headers"
+    code, body = curl("--compressed", "-D", str(headers), f"{base}/static/only-gz.txt")
+    assert (code, body) == ("200", DIGITS)
+    assert re.search(r"(?im)^content-encoding: *gzip\r?$", headers.read_text())
+    assert curl("-r", "10-19", f"{base}/static/digits.txt") == ("206", DIGITS[10:20])
+    assert curl("-r", "-3", f"{base}/static/digits.txt") == ("206", DIGITS[-3:])
+    assert curl("-z", http_date(MTIME + 60), f"{base}/static/hello.txt") == ("304", b"")
+    assert curl("-z", http_date(MTIME - 60), f"{base}/static/hello.txt") == ("200", HELLO)
+    assert curl(f"{base}/static/big.bin") == ("200", tree.big)
+    assert curl(f"{base}/static/..%2fsecret.txt")[1].find(SECRET) == -1
+
+
+# -- HTTP/2 (h2c, prior knowledge) on the native server -----------------------------------
+
+NATIVE_HTTP2 = [
+    pytest.param(("rsgi", "lifecycle_app:rsgi_app"), id="rsgi"),
+    pytest.param(("native", "lifecycle_app:app"), id="native-wsgi"),
+    pytest.param(("native", "lifecycle_app:asgi_app"), id="native-asgi"),
+]
+
+
+@pytest.mark.parametrize("worker_app", NATIVE_HTTP2)
+def test_http2_prior_knowledge(start_server, tree, worker_app):
+    worker, app = worker_app
+    server = start_server(app, "-k", worker, "--static-map", f"/static={tree.public}")
+    base = f"http://{server.host}:{server.port}"
+    with httpx.Client(http1=False, http2=True, timeout=30) as h2:
+        r = h2.get(f"{base}/static/hello.txt")
+        assert r.http_version == "HTTP/2"
+        assert (r.status_code, r.content) == (200, HELLO)
+        assert media(dict(r.headers)) == "text/plain;charset=utf-8"
+        assert is_strong_etag(r.headers.get("etag"))
+        etag = r.headers["etag"]
+        assert (
+            h2.get(f"{base}/static/hello.txt", headers={"If-None-Match": etag}).status_code == 304
+        )
+        r = h2.get(f"{base}/static/digits.txt", headers={"Range": "bytes=100-199"})
+        assert (r.status_code, r.content) == (206, DIGITS[100:200])
+        assert r.headers["content-range"] == f"bytes 100-199/{len(DIGITS)}"
+        r = h2.head(f"{base}/static/big.bin")
+        assert (r.status_code, r.headers["content-length"], r.content) == (200, str(BIG_SIZE), b"")
+        r = h2.get(f"{base}/static/big.bin")
+        assert r.content == tree.big
+        r = h2.get(f"{base}/static/pre.txt", headers={"Accept-Encoding": "gzip"})
+        assert r.headers.get("content-encoding") == "gzip"
+        assert r.content == PRE  # httpx decodes it
+        r = h2.get(f"{base}/static/%2e%2e/secret.txt")
+        assert r.status_code in (400, 404) and SECRET not in r.content
+        assert h2.get(f"{base}/other").content == APP_ANSWER
+
+
+# -- TLS -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    trustme = pytest.importorskip("trustme")
+    ca = trustme.CA()
+    pki = tmp_path_factory.mktemp("pki")
+    ca.cert_pem.write_to_path(str(pki / "ca.pem"))
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    cert.cert_chain_pems[0].write_to_path(str(pki / "server.pem"))
+    cert.private_key_pem.write_to_path(str(pki / "server.key"))
+    return pki
+
+
+def _wait_tls(server: Server, ctx: ssl.SSLContext, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with (
+                socket.create_connection((server.host, server.port), timeout=5) as raw,
+                ctx.wrap_socket(raw, server_hostname=server.host),
+            ):
+                return
+        except OSError:
+            if server.proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"no TLS service:\n{server.log()}")
+            time.sleep(0.1)
+
+
+@pytest.mark.parametrize(
+    "worker_app",
+    [("rsgi", "lifecycle_app:rsgi_app"), ("gthread", "lifecycle_app:app")],
+    ids=["rsgi", "gthread"],
+)
+def test_over_tls(start_server, tree, pki, worker_app):
+    worker, app = worker_app
+    server = start_server(
+        app, "-k", worker, "--static-map", f"/static={tree.public}",
+        "--certfile", str(pki / "server.pem"), "--keyfile", str(pki / "server.key"), wait=False,
+    )  # fmt: skip
+    ctx = ssl.create_default_context(cafile=str(pki / "ca.pem"))
+    _wait_tls(server, ctx)
+    conn = http.client.HTTPSConnection(server.host, server.port, context=ctx, timeout=30)
+    try:
+        for path, headers, want_status, want in (
+            ("/static/hello.txt", {}, 200, HELLO),
+            ("/static/digits.txt", {"Range": "bytes=-10"}, 206, DIGITS[-10:]),
+            ("/static/big.bin", {}, 200, tree.big),  # no sendfile under TLS: encrypted bytes
+            ("/static/pre.txt", {"Accept-Encoding": "gzip"}, 200, tree.gz),
+            ("/static/hello.txt", {}, 200, HELLO),
+        ):
+            conn.request("GET", path, headers=headers)
+            resp = conn.getresponse()
+            assert (resp.status, resp.read()) == (want_status, want), path
+    finally:
+        conn.close()
+    if worker == "rsgi":
+        with httpx.Client(http2=True, verify=ctx, timeout=30) as client:
+            r = client.get(f"https://{server.host}:{server.port}/static/big.bin")
+            assert r.http_version == "HTTP/2"
+            assert r.content == tree.big
+
+
+# -- settings --------------------------------------------------------------------------------
+
+
+def _check_config(*args: str, cwd: Path = APPS_DIR) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        supervise_command(*args, "--check-config", "lifecycle_app:app"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+    )
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["static=./x", "/s", "/static={missing}", "=/tmp"],
+    ids=["no-slash", "no-dir", "missing", "no-prefix"],
+)
+def test_a_bad_static_map_is_one_clear_error(value, tmp_path):
+    done = _check_config("--static-map", value.format(missing=tmp_path / "missing"))
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr + done.stdout
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    assert "static" in lines[0].lower(), lines[0]
+
+
+def test_a_good_static_map_passes_the_check_from_the_command_line_and_a_file(tmp_path):
+    (tmp_path / "public").mkdir()
+    done = _check_config("--chdir", str(tmp_path), "--pythonpath", str(APPS_DIR),
+                         "--static-map", "/static=public")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    conf = tmp_path / "conf.py"
+    conf.write_text(
+        f"static_map = ['/static={tmp_path / 'public'}', '/media/={tmp_path}']\n"
+        "static_cache_control = 'public, max-age=60'\n"
+        "static_immutable = True\nstatic_fallthrough = True\nstatic_follow_symlinks = True\n"
+    )
+    done = _check_config("-c", str(conf))
+    assert done.returncode == 0, done.stderr
+    bad = tmp_path / "bad.py"
+    bad.write_text("static_map = ['static=public']\n")
+    done = _check_config("-c", str(bad))
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    assert "static" in done.stderr.lower()
+
+
+def test_a_missing_folder_stops_the_start_with_one_line(start_server, tmp_path):
+    """The same error at a real start as under --check-config: the arbiter says it
+    once and exits, rather than workers failing to boot one after another."""
+    missing = tmp_path / "missing"
+    server = start_server("lifecycle_app:app", "--static-map", f"/static={missing}", wait=False)
+    try:
+        code = server.proc.wait(30)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"still running after 30 s with a missing folder:\n{server.log()[-3000:]}")
+    log = server.log()
+    assert code != 0
+    assert "Traceback" not in log, log[-3000:]
+    assert log.count(str(missing)) <= 2, log[-3000:]  # said once (or twice), not per worker
