@@ -479,6 +479,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     try:
         check_tls_files(cfg)
+        check_static_folders(cfg)
     except ConfigError as exc:
         _fail(str(exc), 2)
     if cfg.check_config:

@@ -68,7 +68,8 @@ TYPES = {
         b"console.log(1);\n",
     ),
     "notes.txt": ({"text/plain;charset=utf-8"}, b"plain notes\n"),
-    "data.json": ({"application/json;charset=utf-8"}, b'{"a": 1}\n'),
+    # JSON has no charset parameter (RFC 8259: it is UTF-8).
+    "data.json": ({"application/json"}, b'{"a": 1}\n'),
     "logo.svg": ({"image/svg+xml;charset=utf-8"}, b'<svg xmlns="http://www.w3.org/2000/svg"/>\n'),
     "pixel.png": ({"image/png"}, b"\x89PNG\r\n\x1a\n" + bytes(range(256))),
     "font.woff2": ({"font/woff2"}, b"wOF2" + bytes(64)),
@@ -618,10 +619,18 @@ def test_without_immutable_a_hashed_name_gets_no_cache_control(served):
 
 
 def test_fallthrough_hands_what_is_not_a_file_to_the_app(tuned):
-    paths = [*HIDDEN, *DIRECTORIES, "/static/nope.txt", "/static/sub/nope.txt"]
+    folders = [path for path in DIRECTORIES if "/." not in path]  # a dot-folder is hidden
+    paths = [*folders, "/static/nope.txt", "/static/sub/nope.txt"]
     answers = {path: tuned.get(path)[::2] for path in paths}
     wrong = {path: got for path, got in answers.items() if got != (200, APP_ANSWER)}
     assert not wrong, f"not handed to the app: {wrong}"
+    # Dotfiles are refused, not handed on: a path that names one is never
+    # the app's under a static prefix (an app serving /static/.env would be
+    # the mistake this guards against).
+    hidden = [*HIDDEN, *(path for path in DIRECTORIES if "/." in path)]
+    answers = {path: tuned.get(path)[::2] for path in hidden}
+    wrong = {path: got for path, got in answers.items() if got[0] != 404}
+    assert not wrong, f"dotfiles not refused: {wrong}"
     # ... but never a way out of the folder.
     answers = {path: tuned.get(path)[::2] for path in TRAVERSALS}
     wrong = {

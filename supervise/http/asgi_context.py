@@ -16,7 +16,6 @@ from supervise._native import RequestParser
 from supervise.http.health import HealthProbes
 from supervise.http.proxy import ProxyRules
 from supervise.http.state import MAKE_ROOM_GRACE, ServeState
-from supervise.static_files import static_files
 from supervise.tls import server_certificate
 
 _NEVER = float("inf")
@@ -106,8 +105,9 @@ class AsgiContext:
         self.asgi = {"version": "3.0", "spec_version": "2.4"}
         # --health-path: set by the worker; None answers every path with the app.
         self.probes: HealthProbes | None = None
-        # --static-map: answered before the app, as the native server decides.
-        self.statics = static_files(cfg)
+        # --static-map: answered before the app, as the native server decides
+        # (set by the worker).
+        self.statics: Any = None
         self.health_checked: Callable[[], None] = _nothing
         self.log_probes = bool(cfg.health_access_log) and self.access_log
 

@@ -279,6 +279,10 @@ class HttpProtocol(asyncio.Protocol):
             self._refuse(400, str(exc))
             return
         self.cycle = cycle = RequestCycle(self, req, scope)
+        if static is not None and (req.content_length or req.chunked):
+            # A static answer reads no body: what follows the head is not a
+            # request, so the connection ends with the answer.
+            cycle.keep_alive = False
         if self.buf and cycle.body_pending:
             rest, self.buf = self.buf, b""
             self.buf = cycle.feed_body(rest)

@@ -33,7 +33,6 @@ from supervise.http.health import HealthProbes
 from supervise.http.proxy import ContradictoryScheme, ProxyRules
 from supervise.http.wsgi_input import EMPTY_INPUT, WSGIInput
 from supervise.http.wsgi_response import FileWrapper, Response
-from supervise.static_files import static_files
 
 if TYPE_CHECKING:
     import socket
@@ -126,7 +125,7 @@ class WSGIHandler:
         self.timed = self.access_log or worker.record is not None
         self.multithread = multithread
         self.probes = HealthProbes.for_worker(worker)
-        self.statics = static_files(cfg)
+        self.statics = worker.statics
         self.log_probes = bool(cfg.health_access_log) and self.access_log
 
     # -- environ layers ----------------------------------------------------------

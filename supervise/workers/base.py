@@ -96,6 +96,8 @@ class Worker:
         self.watch_files = False
         self.wakeup_fd = -1
         self.ssl_context: ssl.SSLContext | None = None
+        # --static-map (supervise._native.StaticFiles), made at boot; None: off.
+        self.statics: Any = None
         # What the protocol code sees of this worker (stopping, ...).
         self.state = ServeState()
         self._wakeup_w = -1
@@ -161,6 +163,7 @@ class Worker:
         _native.set_date_header(self.cfg.date_header)
         _native.keep_freed_heap()
         self.ssl_context = self.create_tls()
+        self.statics = self._static_files()
         if self.app is None:
             self.app = self._load_app()
         else:
@@ -173,6 +176,18 @@ class Worker:
         self.slot.heartbeat()
         self.slot.set_state(State.READY)
         self.wake_arbiter()
+
+    def _static_files(self) -> Any:
+        """--static-map, resolved here where the working directory is
+        --chdir; a folder gone since the master checked it fails the boot
+        with one line (the canary rule then stops the server at start)."""
+        from supervise.static_files import static_files
+
+        try:
+            return static_files(self.cfg)
+        except ValueError as exc:
+            self.log.error("%s", exc)
+            raise SystemExit(WORKER_BOOT_ERROR) from None
 
     # -- hooks a worker class may override ---------------------------------------
     def patch(self) -> None:

@@ -190,6 +190,13 @@ fn answer_static(
         }
     };
     let method = head.method.as_str().as_bytes();
+    // hyper leaves out a HEAD response's body on HTTP/1.1 only; on HTTP/2 it
+    // would send it. The length stays announced.
+    let framing = if method == b"HEAD" {
+        Framing::Empty
+    } else {
+        framing
+    };
     shared.served_static(
         Probed {
             client: &conn.client,
@@ -260,9 +267,14 @@ fn answer_probe(
                 .map(|v| v.as_bytes()),
         },
     );
-    let mut response = Response::new(ResponseBody::full(probe.text()));
+    let body = if method == b"HEAD" { "" } else { probe.text() };
+    let mut response = Response::new(ResponseBody::full(body));
     *response.status_mut() = probe.status();
     *response.headers_mut() = probe.headers();
+    response.headers_mut().insert(
+        hyper::header::CONTENT_LENGTH,
+        HeaderValue::from(probe.text().len()),
+    );
     if h1 && shared.stopping.load(std::sync::atomic::Ordering::Acquire) {
         response
             .headers_mut()
