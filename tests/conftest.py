@@ -74,6 +74,11 @@ def _sigterm_ends_the_run(signum: int, frame: Any) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     if threading.current_thread() is threading.main_thread():
         signal.signal(SIGTERM, _sigterm_ends_the_run)
+    # The default "not long" (pyproject.toml) is for the whole suite: a file
+    # or a test named on the command line runs whatever its marks.
+    named = any("::" in arg or arg.endswith(".py") for arg in config.args)
+    if named and config.option.markexpr == "not long":
+        config.option.markexpr = ""
 
 
 def free_port() -> int:

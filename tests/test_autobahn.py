@@ -33,7 +33,7 @@ RUN = (
     "from autobahntestsuite.wstest import run; sys.argv[0] = 'wstest'; sys.exit(run())"
 )
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.long, pytest.mark.timeout(600)]
 
 
 def python27() -> str | None:

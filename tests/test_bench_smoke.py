@@ -24,10 +24,13 @@ TABLES = ("main", "deploy", "workers", "python", "loops", "threads", "memory")
 # loops, h2 and ws; sync keeps a WSGI row in the tables that take every interface.
 SERVERS = "supervise-rsgi,supervise-sync"
 
-pytestmark = pytest.mark.skipif(
-    not (shutil.which("wrk") and shutil.which("h2load") and shutil.which("go")),
-    reason="wrk, h2load or go is missing",
-)
+pytestmark = [
+    pytest.mark.long,
+    pytest.mark.skipif(
+        not (shutil.which("wrk") and shutil.which("h2load") and shutil.which("go")),
+        reason="wrk, h2load or go is missing",
+    ),
+]
 
 
 def test_every_table_runs_and_reports(tmp_path: Path) -> None:

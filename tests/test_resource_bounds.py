@@ -17,6 +17,9 @@ import pytest
 from conftest import WSGI_WORKERS, worker_params
 from hostile import Prober, hostile_app, worker_rss
 
+# Soaks, hostile clients and external suites: `pytest -m long` (CI runs it too).
+pytestmark = pytest.mark.long
+
 ALL_WORKERS = WSGI_WORKERS + worker_params("asgi") + worker_params("rsgi")
 ENDLESS = 50 * 2**20  # what a hostile client sends at most, per attack
 GROWTH_BOUND = 50 * 2**20

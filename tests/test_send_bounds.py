@@ -27,6 +27,9 @@ from attacks import closed_among, closed_by_server, h2_zero_window, hold_slow_re
 from conftest import WSGI_WORKERS, interface_of, worker_params
 from hostile import Prober, hostile_app, worker_rss
 
+# Soaks, hostile clients and external suites: `pytest -m long` (CI runs it too).
+pytestmark = pytest.mark.long
+
 SEND_TIMEOUT = 2
 # Memory back near its start: within this of the RSS before the attack.
 SETTLED_MARGIN = 40 * 2**20

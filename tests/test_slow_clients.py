@@ -23,10 +23,13 @@ from hostile import (
     worker_rss,
 )
 
-pytestmark = pytest.mark.skipif(
-    slowhttptest_binary() is None,
-    reason="slowhttptest is not installed (Debian package; .ci/run installs it as root)",
-)
+pytestmark = [
+    pytest.mark.long,
+    pytest.mark.skipif(
+        slowhttptest_binary() is None,
+        reason="slowhttptest is not installed (Debian package; .ci/run installs it as root)",
+    ),
+]
 
 SECONDS = 15
 SLOW_CONNECTIONS = 300  # in all, shared by the attacks a class meets

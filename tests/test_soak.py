@@ -3,7 +3,11 @@ per worker class (tests/soak.py says what a cycle is; its long mode is run by ha
 
 from __future__ import annotations
 
+import pytest
 from soak import LEAK, RSS_BOUND, Soak, server_args
+
+# Soaks, hostile clients and external suites: `pytest -m long` (CI runs it too).
+pytestmark = pytest.mark.long
 
 
 def test_one_soak_cycle_loses_nothing(start_server, any_worker, tmp_path):

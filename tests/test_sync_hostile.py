@@ -28,6 +28,9 @@ from test_proxy_protocol import v1
 from test_tls import client_context
 from test_tls import pki as tls_pki  # noqa: F401 - the fixture, as `tls_pki`
 
+# Soaks, hostile clients and external suites: `pytest -m long` (CI runs it too).
+pytestmark = pytest.mark.long
+
 APP = "hostile_app:app"  # "ok" on GET /
 PARTIAL_HEAD = b"GET / HTTP/1.1\r\nHost: t\r\nX-Slow: "
 ATTACKERS = 10  # of each kind

@@ -30,6 +30,9 @@ from ws_raw import KEY, close_code, frame, read_frame, split_frames
 
 from supervise.http import asgi_ws
 
+# Soaks, hostile clients and external suites: `pytest -m long` (CI runs it too).
+pytestmark = pytest.mark.long
+
 APP = "hostile_app:asgi_ws_app"
 # What the worker may grow by while attacked (its idle RSS is ~30 MiB).
 GROWTH_BUDGET = 64 * 2**20

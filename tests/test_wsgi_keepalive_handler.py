@@ -50,6 +50,7 @@ class _Worker:
         self.state = ServeState()
         self.requests = 0
         self.record = None  # no metrics
+        self.statics = None  # no --static-map
 
     def request_finished(self, status: int, seconds: float, sent: int) -> None:
         self.requests += 1
