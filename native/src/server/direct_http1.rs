@@ -64,19 +64,15 @@ pub(super) async fn serve<I: Io>(
                 break true;
             }
         };
-        if let Some(kept) = answer_probe(&mut w, &head, &conn, &shared).await {
-            w.buf.advance(n);
-            if !kept {
-                break true;
+        if shared.may_answer_itself(&head) {
+            // Boxed: the rare path's future is not carried by every request.
+            if let Some(kept) = Box::pin(answer_itself(&mut w, &head, &conn, &shared)).await {
+                w.buf.advance(n);
+                if !kept {
+                    break true;
+                }
+                continue;
             }
-            continue;
-        }
-        if let Some(kept) = answer_static(&mut w, &head, &conn, &shared).await {
-            w.buf.advance(n);
-            if !kept {
-                break true;
-            }
-            continue;
         }
         let Some(parts) = direct_parts(&head, &shared) else {
             return Some(w.into_parts());
@@ -93,11 +89,26 @@ pub(super) async fn serve<I: Io>(
     None
 }
 
+/// A probe or a static file, answered by the loop itself (this one, and
+/// the WSGI engine's); `None`: the app's request. Callers ask
+/// `Shared::may_answer_itself` first, which costs a comparison or two.
+pub(crate) async fn answer_itself<I: Io>(
+    w: &mut Wire<I>,
+    h: &RequestHead,
+    conn: &ConnInfo,
+    shared: &Shared,
+) -> Option<bool> {
+    if let Some(kept) = answer_probe(w, h, conn, shared).await {
+        return Some(kept);
+    }
+    answer_static(w, h, conn, shared).await
+}
+
 /// A `--health-path` probe on a direct HTTP/1.1 loop (this one, and the
 /// WSGI engine's): answered and written here (gate.rs: `Shared::probe`).
 /// `None`: `h` is no probe; else whether the connection may carry another
 /// request. A probe's body is never read, so one that has a body ends it.
-pub(crate) async fn answer_probe<I: Io>(
+async fn answer_probe<I: Io>(
     w: &mut Wire<I>,
     h: &RequestHead,
     conn: &ConnInfo,
@@ -129,7 +140,7 @@ pub(crate) async fn answer_probe<I: Io>(
 /// connection allows (gate.rs: `Shared::static_answer`). `None`: the app's
 /// request; else whether the connection may carry another. Counted as a
 /// request, and logged once written.
-pub(crate) async fn answer_static<I: Io>(
+async fn answer_static<I: Io>(
     w: &mut Wire<I>,
     h: &RequestHead,
     conn: &ConnInfo,

@@ -107,6 +107,19 @@ impl Shared {
         }
     }
 
+    /// Whether a direct HTTP/1.1 loop may answer `h` itself (a probe path,
+    /// a path under a static prefix): one or two comparisons, so that the
+    /// common request never enters that path.
+    pub fn may_answer_itself(&self, h: &crate::http1_codec::RequestHead) -> bool {
+        let path = h.raw_path();
+        self.health.kind(path).is_some()
+            || self
+                .config
+                .static_files
+                .as_ref()
+                .is_some_and(|files| files.claims(path))
+    }
+
     /// A static file's answer (`--static-map`), or `None` when the request
     /// is the app's: not under a mount, or a missing file falling through.
     pub fn static_answer(&self, req: &StaticRequest<'_>) -> Option<StaticAnswer> {

@@ -45,7 +45,7 @@ mod ws_session;
 
 pub use body::ResponseBody;
 pub use config::{Http2Config, HttpMode, RuntimeMode, ServerConfig, WsConfig};
-pub(crate) use direct_http1::{answer_probe, answer_static};
+pub(crate) use direct_http1::answer_itself;
 pub use dispatch::{BoxIo, Dispatch, Served};
 pub use exchange::{ConnInfo, Exchange, ExchangeBody, TlsInfo, Tracker, SMALL_BODY};
 pub use fin_watch::client_fin;

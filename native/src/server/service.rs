@@ -70,8 +70,11 @@ async fn answer(
     if let Some(probe) = shared.probe(head.method.as_str().as_bytes(), head.uri.path().as_bytes()) {
         return answer_probe(probe, &head, &shared, &conn, h1);
     }
-    if let Some(answer) = shared.static_answer(&static_request(&head)) {
-        return answer_static(answer, &head, &shared, conn, h1);
+    let statics = shared.config.static_files.as_ref();
+    if statics.is_some_and(|files| files.claims(head.uri.path().as_bytes())) {
+        if let Some(answer) = shared.static_answer(&static_request(&head)) {
+            return answer_static(answer, &head, &shared, conn, h1);
+        }
     }
     if websocket {
         let response = match websocket::check(&head) {

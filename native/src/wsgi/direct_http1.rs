@@ -28,7 +28,7 @@ use super::dispatch::{Call, Engine, Produced};
 use super::spool::{RequestBody, Spool, SPOOL_AT};
 use crate::http1_codec::{ChunkedDecoder, RequestHead, ResponseHead, Version};
 use crate::server::direct_wire::{Stop, Target, Wire};
-use crate::server::{answer_probe, answer_static, BoxIo, ConnInfo, Shared};
+use crate::server::{answer_itself, BoxIo, ConnInfo, Shared};
 
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
@@ -70,17 +70,14 @@ pub(super) async fn serve(
                 break true;
             }
         };
-        if let Some(kept) = answer_probe(&mut c.wire, &head, &conn, &shared).await {
-            if !kept {
-                break true;
+        if shared.may_answer_itself(&head) {
+            // Boxed: the rare path's future is not carried by every request.
+            if let Some(kept) = Box::pin(answer_itself(&mut c.wire, &head, &conn, &shared)).await {
+                if !kept {
+                    break true;
+                }
+                continue;
             }
-            continue;
-        }
-        if let Some(kept) = answer_static(&mut c.wire, &head, &conn, &shared).await {
-            if !kept {
-                break true;
-            }
-            continue;
         }
         let body = match c.read_body(&head, &shared, engine.body_timeout()).await {
             Ok(body) => body,
