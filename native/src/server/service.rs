@@ -234,10 +234,21 @@ fn answer_static(
     if let Some(len) = len {
         headers.insert(hyper::header::CONTENT_LENGTH, HeaderValue::from(len));
     }
-    if h1 && shared.closes_after(ordinal) {
+    if h1 && (shared.closes_after(ordinal) || has_body(head)) {
+        // A body the answer did not read ends the connection, as on the
+        // direct loop: hyper would otherwise close it unannounced.
         headers.insert(CONNECTION, HeaderValue::from_static("close"));
     }
     with_server(response, &shared.config.server_header)
+}
+
+/// Whether the request announced a body (HTTP/1.1 framing fields).
+fn has_body(head: &hyper::http::request::Parts) -> bool {
+    head.headers.contains_key(hyper::header::TRANSFER_ENCODING)
+        || head
+            .headers
+            .get(hyper::header::CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() != b"0")
 }
 
 /// A `--health-path` probe, answered here (gate.rs: `Shared::probe`).
@@ -278,7 +289,7 @@ fn answer_probe(
         hyper::header::CONTENT_LENGTH,
         HeaderValue::from(probe.text().len()),
     );
-    if h1 && shared.stopping.load(std::sync::atomic::Ordering::Acquire) {
+    if h1 && (shared.stopping.load(std::sync::atomic::Ordering::Acquire) || has_body(head)) {
         response
             .headers_mut()
             .insert(CONNECTION, HeaderValue::from_static("close"));
