@@ -335,6 +335,14 @@ class Slot:
     def memory(self) -> int:
         return self._u64[self._i(MEMORY, 8)]
 
+    def master_draining_address(self) -> int:
+        """Where the master's drain flag lies in this process's memory, for
+        the native server to read it itself (the mapping lives as long as the
+        worker)."""
+        import ctypes
+
+        return ctypes.addressof(ctypes.c_uint32.from_buffer(self._mem, M_DRAINING))
+
     @property
     def master_draining(self) -> bool:
         """The master's drain flag (MasterRecord.set_draining): the slot's view

@@ -98,6 +98,10 @@ class NativeServerWorker(LoopWorker):
         except OSError as exc:
             self.log.error("%s", exc)
             raise SystemExit(WORKER_BOOT_ERROR) from None
+        if self.cfg.health_path:
+            # Every worker of a master turns 503 at the moment it drains,
+            # not each at its next tick.
+            self.server.watch_master_drain(self.slot.master_draining_address())
 
     def run(self) -> None:
         loop = self.loop

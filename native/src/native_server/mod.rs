@@ -197,6 +197,13 @@ impl NativeServer {
         self.with_server(|s| s.health().set_draining(draining));
     }
 
+    /// Probes read the master's drain flag at `address` (the scoreboard's
+    /// shared memory, which the worker keeps mapped) at each probe.
+    fn watch_master_drain(&self, address: usize) {
+        // SAFETY: the worker's scoreboard mapping outlives its server.
+        self.with_server(|s| unsafe { s.health().watch_master(address) });
+    }
+
     /// Health probes answered since the last call.
     fn take_health_checks(&self) -> u64 {
         self.with_server(|s| s.health().take_answered())

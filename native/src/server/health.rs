@@ -28,6 +28,10 @@ use super::reply::Reply;
 pub struct Health {
     paths: Option<Paths>,
     draining: AtomicBool,
+    /// The master's own draining flag, in the scoreboard's shared memory
+    /// (`watch_master`): read per probe, so that every worker of a master
+    /// turns 503 at the same moment, not each at its next tick.
+    master_flag: std::sync::atomic::AtomicPtr<std::sync::atomic::AtomicU32>,
     answered: AtomicU64,
 }
 
@@ -100,6 +104,7 @@ impl Health {
                 live: format!("{base}/live").into_bytes().into(),
             }),
             draining: AtomicBool::new(false),
+            master_flag: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
             answered: AtomicU64::new(0),
         }
     }
@@ -127,7 +132,23 @@ impl Health {
     }
 
     pub fn is_draining(&self) -> bool {
-        self.draining.load(Ordering::Relaxed)
+        let flag = self.master_flag.load(Ordering::Relaxed);
+        // SAFETY: `watch_master`'s caller keeps the memory mapped for the
+        // server's life, and the field is an aligned u32 that the master
+        // stores whole.
+        let master = !flag.is_null() && unsafe { (*flag).load(Ordering::Relaxed) } != 0;
+        master || self.draining.load(Ordering::Relaxed)
+    }
+
+    /// Reads the drain flag at `address` from now on.
+    ///
+    /// # Safety
+    /// `address` is an aligned u32 in memory that stays mapped while this
+    /// server lives (the scoreboard, which a worker never unmaps).
+    pub unsafe fn watch_master(&self, address: usize) {
+        if address.is_multiple_of(std::mem::align_of::<std::sync::atomic::AtomicU32>()) {
+            self.master_flag.store(address as *mut _, Ordering::Relaxed);
+        }
     }
 
     /// Counts a probe answered.
