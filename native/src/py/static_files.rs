@@ -65,15 +65,11 @@ impl StaticFiles {
         req: PyRef<'py, Request>,
     ) -> PyResult<Option<Bound<'py, PyTuple>>> {
         let h = req.head();
-        let decision = self.inner.decide(&StaticRequest {
-            method: h.method(),
-            raw_path: h.raw_path(),
-            if_none_match: h.header(b"if-none-match"),
-            if_modified_since: h.header(b"if-modified-since"),
-            range: h.header(b"range"),
-            if_range: h.header(b"if-range"),
-            accept_encoding: h.header(b"accept-encoding"),
-        });
+        let decision = self
+            .inner
+            .decide(&StaticRequest::of(h.method(), h.raw_path(), |n| {
+                h.header(n)
+            }));
         let Decision::Answer(answer) = decision else {
             return Ok(None);
         };

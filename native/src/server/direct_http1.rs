@@ -94,6 +94,19 @@ pub(crate) async fn answer_itself<I: Io>(
     answer_static(w, h, conn, shared).await
 }
 
+/// What the access log reads of a request a loop answers itself.
+fn probed_of<'a>(h: &'a RequestHead, conn: &'a ConnInfo, t: Target) -> Probed<'a> {
+    Probed {
+        client: &conn.client,
+        method: h.method(),
+        target: h.target(),
+        version: if t.http11 { "HTTP/1.1" } else { "HTTP/1.0" },
+        head_only: t.is_head,
+        referer: h.header(b"referer"),
+        user_agent: h.header(b"user-agent"),
+    }
+}
+
 /// A `--health-path` probe on a direct HTTP/1.1 loop (this one, and the
 /// WSGI engine's): answered and written here (gate.rs: `Shared::probe`).
 /// `None`: `h` is no probe; else whether the connection may carry another
@@ -109,18 +122,7 @@ async fn answer_probe<I: Io>(
     t.keep_alive &= !h.chunked
         && h.content_length.unwrap_or(0) == 0
         && !shared.stopping.load(std::sync::atomic::Ordering::Acquire);
-    shared.probed(
-        probe,
-        Probed {
-            client: &conn.client,
-            method: h.method(),
-            target: h.target(),
-            version: if t.http11 { "HTTP/1.1" } else { "HTTP/1.0" },
-            head_only: t.is_head,
-            referer: h.header(b"referer"),
-            user_agent: h.header(b"user-agent"),
-        },
-    );
+    shared.probed(probe, probed_of(h, conn, t));
     let nobody = Arc::new(Tracker::default());
     Some(write_reply(w, probe.reply(), t, &nobody).await)
 }
@@ -140,15 +142,9 @@ async fn answer_static<I: Io>(
     if !files.claims(h.raw_path()) {
         return None;
     }
-    let answer = shared.static_answer(&StaticRequest {
-        method: h.method(),
-        raw_path: h.raw_path(),
-        if_none_match: h.header(b"if-none-match"),
-        if_modified_since: h.header(b"if-modified-since"),
-        range: h.header(b"range"),
-        if_range: h.header(b"if-range"),
-        accept_encoding: h.header(b"accept-encoding"),
-    })?;
+    let answer = shared.static_answer(&StaticRequest::of(h.method(), h.raw_path(), |n| {
+        h.header(n)
+    }))?;
     let started = std::time::Instant::now();
     let ordinal = shared.counters.begin_request();
     let mut t = Target::of(h, &shared.config);
@@ -204,15 +200,7 @@ async fn answer_static<I: Io>(
     let kept = write_reply(w, reply, t, &nobody).await;
     shared.counters.end_request();
     shared.served_static(
-        Probed {
-            client: &conn.client,
-            method: h.method(),
-            target: h.target(),
-            version: if t.http11 { "HTTP/1.1" } else { "HTTP/1.0" },
-            head_only: t.is_head,
-            referer: h.header(b"referer"),
-            user_agent: h.header(b"user-agent"),
-        },
+        probed_of(h, conn, t),
         answer.status,
         len,
         started.elapsed().as_secs_f64(),

@@ -127,15 +127,31 @@ async fn answer(
 
 /// What the static files (`--static-map`) read of a request.
 fn static_request(head: &hyper::http::request::Parts) -> StaticRequest<'_> {
-    let field = |name: hyper::header::HeaderName| head.headers.get(name).map(|v| v.as_bytes());
-    StaticRequest {
+    StaticRequest::of(
+        head.method.as_str().as_bytes(),
+        head.uri.path().as_bytes(),
+        |name| {
+            head.headers
+                .get(std::str::from_utf8(name).unwrap_or(""))
+                .map(|v| v.as_bytes())
+        },
+    )
+}
+
+/// What the access log reads of a request this service answers itself.
+fn probed_of<'a>(head: &'a hyper::http::request::Parts, conn: &'a ConnInfo) -> Probed<'a> {
+    let field = |name| head.headers.get(name).map(|v: &HeaderValue| v.as_bytes());
+    Probed {
+        client: &conn.client,
         method: head.method.as_str().as_bytes(),
-        raw_path: head.uri.path().as_bytes(),
-        if_none_match: field(hyper::header::IF_NONE_MATCH),
-        if_modified_since: field(hyper::header::IF_MODIFIED_SINCE),
-        range: field(hyper::header::RANGE),
-        if_range: field(hyper::header::IF_RANGE),
-        accept_encoding: field(hyper::header::ACCEPT_ENCODING),
+        target: head
+            .uri
+            .path_and_query()
+            .map_or(b"/", |t| t.as_str().as_bytes()),
+        version: version_text(head.version),
+        head_only: head.method == Method::HEAD,
+        referer: field(hyper::header::REFERER),
+        user_agent: field(hyper::header::USER_AGENT),
     }
 }
 
@@ -200,29 +216,7 @@ fn answer_static(
     } else {
         framing
     };
-    shared.served_static(
-        Probed {
-            client: &conn.client,
-            method,
-            target: head
-                .uri
-                .path_and_query()
-                .map_or(b"/", |t| t.as_str().as_bytes()),
-            version: version_text(head.version),
-            head_only: method == b"HEAD",
-            referer: head
-                .headers
-                .get(hyper::header::REFERER)
-                .map(|v| v.as_bytes()),
-            user_agent: head
-                .headers
-                .get(hyper::header::USER_AGENT)
-                .map(|v| v.as_bytes()),
-        },
-        answer.status,
-        len.unwrap_or(0),
-        0.0,
-    );
+    shared.served_static(probed_of(head, &conn), answer.status, len.unwrap_or(0), 0.0);
     let mut response = Response::new(ResponseBody::new(framing, Some(guard)));
     *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
     let headers = response.headers_mut();
@@ -260,27 +254,7 @@ fn answer_probe(
     h1: bool,
 ) -> Response<ResponseBody> {
     let method = head.method.as_str().as_bytes();
-    shared.probed(
-        probe,
-        Probed {
-            client: &conn.client,
-            method,
-            target: head
-                .uri
-                .path_and_query()
-                .map_or(b"/", |t| t.as_str().as_bytes()),
-            version: version_text(head.version),
-            head_only: method == b"HEAD",
-            referer: head
-                .headers
-                .get(hyper::header::REFERER)
-                .map(|v| v.as_bytes()),
-            user_agent: head
-                .headers
-                .get(hyper::header::USER_AGENT)
-                .map(|v| v.as_bytes()),
-        },
-    );
+    shared.probed(probe, probed_of(head, conn));
     let body = if method == b"HEAD" { "" } else { probe.text() };
     let mut response = Response::new(ResponseBody::full(body));
     *response.status_mut() = probe.status();

@@ -53,6 +53,26 @@ pub struct StaticRequest<'a> {
     pub accept_encoding: Option<&'a [u8]>,
 }
 
+impl<'a> StaticRequest<'a> {
+    /// From a request's method, undecoded path and a field reader (given
+    /// the field's lower-case name), as each server reads its requests.
+    pub fn of(
+        method: &'a [u8],
+        raw_path: &'a [u8],
+        field: impl Fn(&[u8]) -> Option<&'a [u8]>,
+    ) -> StaticRequest<'a> {
+        StaticRequest {
+            method,
+            raw_path,
+            if_none_match: field(b"if-none-match"),
+            if_modified_since: field(b"if-modified-since"),
+            range: field(b"range"),
+            if_range: field(b"if-range"),
+            accept_encoding: field(b"accept-encoding"),
+        }
+    }
+}
+
 pub enum Decision {
     /// The app's request.
     App,
