@@ -404,6 +404,21 @@ def _build() -> dict[str, Setting]:
         "or the arbiter restarts the worker before the connection is closed.",
     )
     add(
+        name="send_min_rate",
+        native=True,
+        flags=["--send-min-rate"],
+        metavar="BYTES",
+        validator=int_check(0),
+        default=1024,
+        help="The slowest a client may take a response, in bytes per second: over each "
+        "`send_timeout` the server spends waiting for a client to make room, the client must "
+        "take at least this many bytes a second, or the connection is closed (as "
+        "`send_timeout`, logged once). It keeps clients that read a few bytes now and then "
+        "from holding a connection, and what it buffers, for ever. Counted in what the "
+        "socket accepts, which lags the client by at most its buffer, so give clients some "
+        "margin. 0: no floor (only `send_timeout` applies).",
+    )
+    add(
         name="body_timeout",
         flags=["--body-timeout"],
         metavar="SECONDS",

@@ -111,6 +111,29 @@ def hold_slow_readers(host: str, port: int, path: str, clients: int) -> list[soc
     return socks
 
 
+def paced_reader(host: str, port: int, path: str, rate: int, seconds: float) -> bool:
+    """A client that asks for ``path`` and takes the answer at ``rate`` bytes
+    a second for ``seconds``: whether the server gave up on it meanwhile."""
+    sock = socket.create_connection((host, port), timeout=10)
+    # A small receive buffer, so what the client takes is what it reads.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 128 * 1024)
+    try:
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+        slice_ = 1 / 16
+        started = time.monotonic()
+        next_look = started
+        while time.monotonic() - started < seconds:
+            time.sleep(slice_)
+            sock.recv(int(rate * slice_))
+            if time.monotonic() >= next_look:
+                if closed_by_server(sock):
+                    return True
+                next_look += 0.5
+        return closed_by_server(sock)
+    finally:
+        sock.close()
+
+
 def closed_by_server(sock: socket.socket) -> bool:
     """Whether the server has given up on this connection."""
     return closed_among([sock]) == 1

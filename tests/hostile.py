@@ -188,7 +188,7 @@ def _long(args: argparse.Namespace) -> int:
     print("| class | mode | connections held | probes answered | worst probe | RSS growth |")
     print("|---|---|---|---|---|---|")
     failed = 0
-    for worker in args.worker or ["sync", "gthread", "gevent", "asgi", "rsgi"]:
+    for worker in args.worker or ["sync", "gthread", "gevent", "asgi", "rsgi", "native"]:
         for mode in args.mode or list(MODES):
             app = hostile_app(worker)
             log = Path(f"/tmp/hostile-{worker}-{mode}.log")

@@ -386,6 +386,7 @@ def fake_session(ws_impl: str, app) -> tuple[asyncio.AbstractEventLoop, Any, Fak
         connections=set(),
         request_done=lambda: done.append(1),
         send_timeout=30.0,
+        send_min_rate=0,
     )
     ctx.leave = ctx.connections.discard
     head = (

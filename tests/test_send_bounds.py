@@ -10,6 +10,8 @@
   `-k rsgi` and `-k native` with ASGI and RSGI apps; `-k asgi` is in
   tests/test_ws_hostile.py): memory stays flat, the probe is answered, and
   the flooders are closed past the send timeout;
+- a client that reads, but slower than ``--send-min-rate``: dropped, while
+  the same client over the floor is served;
 - HTTP/2 with a zero flow-control window (the native server): the client
   opens streams and never lets a body byte through; the connection is
   dropped past the send timeout, and what it held with it.
@@ -23,7 +25,14 @@ from __future__ import annotations
 import time
 
 import pytest
-from attacks import closed_among, closed_by_server, h2_zero_window, hold_slow_readers, ping_flood
+from attacks import (
+    closed_among,
+    closed_by_server,
+    h2_zero_window,
+    hold_slow_readers,
+    paced_reader,
+    ping_flood,
+)
 from conftest import WSGI_WORKERS, interface_of, worker_params
 from hostile import Prober, hostile_app, worker_rss
 
@@ -94,6 +103,30 @@ def test_clients_that_do_not_read_are_dropped_and_their_memory_given_back(
     assert not prober.result.failures, prober.result.failures[:5]
     after = settles(server, before)
     assert after - before < SETTLED_MARGIN, f"RSS {before >> 20} -> {after >> 20} MiB"
+    assert server.get("/")[0] == 200
+
+
+# The paced reader's speed, and how long it reads (tests/apps/hostile_app.py's
+# /stream is longer than that at this speed).
+READER_RATE = 2**20
+READER_SECONDS = 10
+
+
+@pytest.mark.parametrize("worker", ALL_WORKERS)
+@pytest.mark.parametrize(
+    "floor, dropped", [(8 * READER_RATE, True), (READER_RATE // 8, False)], ids=["under", "over"]
+)
+def test_a_client_reading_under_send_min_rate_is_dropped_and_one_over_it_served(
+    start_server, worker, floor, dropped
+) -> None:
+    # The reader takes bytes often enough for --send-timeout alone to keep it.
+    server = start_server(
+        "-k", worker, hostile_app(worker), "--send-timeout", "3", "--send-min-rate", str(floor)
+    )
+    assert paced_reader(server.host, server.port, "/stream", READER_RATE, READER_SECONDS) is dropped
+    if dropped:
+        # Said once, with the reason.
+        server.wait_for_log("slower than send_min_rate")
     assert server.get("/")[0] == 200
 
 

@@ -73,6 +73,7 @@ class AsgiContext:
         self.header_timeout = float(cfg.header_timeout) or _NEVER
         self.keepalive = float(cfg.keepalive)
         self.send_timeout = float(cfg.send_timeout)
+        self.send_min_rate: int = cfg.send_min_rate
         self.limit_body: int = cfg.limit_request_body
         self.limit_concurrency: int = cfg.limit_concurrency
         self.max_connections: int = cfg.worker_connections

@@ -72,7 +72,7 @@ class HttpProtocol(asyncio.Protocol):
         self.idle_since = 0.0
         self.read_paused = False
         self.write_paused = False
-        self.write_stall = WriteStall(ctx.send_timeout)
+        self.write_stall = WriteStall(ctx.send_timeout, ctx.send_min_rate)
         self._dispatching = False  # inside _next_request
         self._again = False
         self._drained: asyncio.Future[None] | None = None
@@ -148,7 +148,7 @@ class HttpProtocol(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.write_paused = False
-        self.write_stall.resumed()
+        self.write_stall.resumed(self.transport, monotonic())
         self._wake_writers()
 
     # -- what the cycle and the worker use ---------------------------------------
@@ -200,9 +200,10 @@ class HttpProtocol(asyncio.Protocol):
         self.sweep(monotonic())
 
     def sweep(self, now: float) -> None:
-        if self.write_paused and self.write_stall.expired(self.transport, now):
+        why = self.write_paused and self.write_stall.expired(self.transport, now)
+        if why:
             client = self.info.client if self.info is not None else None
-            self.ctx.log.info("Dropped %s: it took no response bytes within send_timeout", client)
+            self.ctx.log.info("Dropped %s: %s", client, why)
             self.transport.abort()
             return
         cycle = self.cycle

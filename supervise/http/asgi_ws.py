@@ -76,7 +76,7 @@ class WebSocketProtocol(asyncio.Protocol):
         # Write flow control (the transport's high-water mark), and how long
         # the peer has taken none of what waits for it (--send-timeout).
         self._writing_paused = False
-        self._write_stall = WriteStall(ctx.send_timeout)
+        self._write_stall = WriteStall(ctx.send_timeout, ctx.send_min_rate)
         self._drained: asyncio.Future[None] | None = None
         # Whether the denial response's body goes out in chunks.
         self._chunked = False
@@ -142,7 +142,7 @@ class WebSocketProtocol(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._writing_paused = False
-        self._write_stall.resumed()
+        self._write_stall.resumed(self.transport, time.monotonic())
         self.reading.release(WRITE_FULL)
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
@@ -161,13 +161,12 @@ class WebSocketProtocol(asyncio.Protocol):
 
     def sweep(self, now: float) -> None:
         """Enforce the deadlines: send_timeout, handshake, close, keep-alive pings."""
-        if self._writing_paused and self._write_stall.expired(self.transport, now):
+        why = self._writing_paused and self._write_stall.expired(self.transport, now)
+        if why:
             # Reading stopped with writing: a peer that takes nothing would
             # otherwise hold its connection (and what waits for it) for good.
             self.ctx.log.info(
-                "WebSocket %s: dropped %s, it took no bytes within send_timeout",
-                self.scope["path"],
-                self.scope.get("client"),
+                "WebSocket %s: dropped %s, %s", self.scope["path"], self.scope.get("client"), why
             )
             self.transport.abort()
             return

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from time import monotonic
 from typing import Any
 
-from supervise.http.errors import ClientDisconnected, ClientTimeout
+from supervise.http.errors import ClientDisconnected, ClientTimeout, SendTimeout
+from supervise.http.send_pace import SendPace, pace_for
 
 # One recv holds almost every request head; bodies are read in bigger pieces.
 HEAD_RECV_SIZE = 16384
@@ -58,7 +59,16 @@ class Connection:
     the peer may set proxy headers.
     """
 
-    __slots__ = ("buf", "environ", "linger", "send_timeout", "sock", "trusted")
+    __slots__ = (
+        "buf",
+        "environ",
+        "linger",
+        "pace",
+        "send_min_rate",
+        "send_timeout",
+        "sock",
+        "trusted",
+    )
 
     # Replaceable by a worker with its own scheduler: (sock, write, timeout) -> ready.
     wait: Callable[[Any, bool, float | None], bool] = staticmethod(wait_io)
@@ -70,13 +80,21 @@ class Connection:
         answer first, so that one turn's responses leave together."""
 
     def __init__(
-        self, sock: socket.socket, environ: dict, trusted: bool, send_timeout: float | None
+        self,
+        sock: socket.socket,
+        environ: dict,
+        trusted: bool,
+        send_timeout: float | None,
+        send_min_rate: int = 0,
     ) -> None:
         self.sock = sock
         self.buf: bytes = b""
         self.environ = environ
         self.trusted = trusted
         self.send_timeout = send_timeout
+        self.send_min_rate = send_min_rate
+        # --send-min-rate's count, made at the first write that has to wait.
+        self.pace: SendPace | None = None
         # Set when the connection ends with part of a request body unread.
         self.linger = False
 
@@ -209,6 +227,8 @@ class Connection:
             sent = 0
         except OSError as exc:
             raise ClientDisconnected(f"connection lost while sending: {exc}") from None
+        if self.pace is not None:
+            self.pace.taken += sent
         if sent < len(data):
             self._send_rest(data, sent)
 
@@ -222,16 +242,31 @@ class Connection:
         sock = self.sock
         while sent < total:
             try:
-                sent += sock.send(view[sent:])
-                continue
+                count = sock.send(view[sent:])
             except (BlockingIOError, ssl.SSLWantWriteError):
-                write = True
+                self._wait_for_room(True)
+                continue
             except ssl.SSLWantReadError:
-                write = False
+                self._wait_for_room(False)
+                continue
             except OSError as exc:
                 raise ClientDisconnected(f"connection lost while sending: {exc}") from None
-            if not self.wait(sock, write, self.send_timeout):
-                raise ClientTimeout("the client stopped reading the response")
+            sent += count
+            if self.pace is not None:
+                self.pace.taken += count
+
+    def _wait_for_room(self, write: bool) -> None:
+        """Wait until the client makes room, under --send-timeout and --send-min-rate."""
+        pace = self.pace
+        if pace is None:
+            pace = self.pace = pace_for(self.send_timeout, self.send_min_rate)
+        elif pace.too_slow():
+            raise SendTimeout("it took bytes slower than send_min_rate")
+        started = monotonic()
+        if not self.wait(self.sock, write, self.send_timeout):
+            raise SendTimeout("it took no bytes within send_timeout")
+        if pace is not None:
+            pace.wait_ended(monotonic() - started)
 
     def sendfile(self, fd: int, offset: int, count: int) -> int:
         """Send ``count`` bytes of file ``fd`` from ``offset`` with os.sendfile (plain sockets)."""
@@ -241,14 +276,15 @@ class Connection:
             try:
                 n = os.sendfile(out, fd, offset + done, count - done)
             except BlockingIOError:
-                if not self.wait(self.sock, True, self.send_timeout):
-                    raise ClientTimeout("the client stopped reading the response") from None
+                self._wait_for_room(True)
                 continue
             except OSError as exc:
                 raise ClientDisconnected(f"connection lost while sending a file: {exc}") from None
             if n == 0:  # the file shrank under us
                 break
             done += n
+            if self.pace is not None:
+                self.pace.taken += n
         return done
 
     # -- TLS and closing -----------------------------------------------------------

@@ -31,6 +31,13 @@ class ClientTimeout(ClientError, TimeoutError):
     status = 408
 
 
+class SendTimeout(ClientTimeout):
+    """The peer took no response bytes within send_timeout, or took them
+    slower than send_min_rate: its connection is dropped, and logged."""
+
+    status = 0
+
+
 class InvalidBody(ClientError):
     """A malformed or oversized request body (bad chunk framing, limit_request_body)."""
 

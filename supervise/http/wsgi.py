@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from supervise import SERVER_SOFTWARE, hooks
 from supervise._native import ChunkedDecoder, ParseError, RequestParser
 from supervise.http.connection import Connection
-from supervise.http.errors import ClientError, error_response, phrase
+from supervise.http.errors import ClientError, SendTimeout, error_response, phrase
 from supervise.http.health import HealthProbes
 from supervise.http.proxy import ContradictoryScheme, ProxyRules
 from supervise.http.wsgi_input import EMPTY_INPUT, WSGIInput
@@ -108,6 +108,7 @@ class WSGIHandler:
         # Each wait for the socket to take more of a response: a client that
         # stopped reading loses its connection instead of holding the worker.
         self.send_timeout: float | None = cfg.send_timeout or None
+        self.send_min_rate: int = cfg.send_min_rate
         self.limit_body: int = cfg.limit_request_body
         self.is_tls = worker.ssl_context is not None
         self.sendfile = bool(cfg.sendfile) and not self.is_tls
@@ -162,7 +163,7 @@ class WSGIHandler:
             # A unix socket: the peer usually has no name ("").
             environ["REMOTE_ADDR"] = addr.decode() if isinstance(addr, bytes) else (addr or "")
             trusted = self.proxy.enabled
-        return self.connection_class(sock, environ, trusted, self.send_timeout)
+        return self.connection_class(sock, environ, trusted, self.send_timeout, self.send_min_rate)
 
     # -- one request -----------------------------------------------------------------
     def handle(
@@ -244,7 +245,7 @@ class WSGIHandler:
             if not resp.head_sent and exc.status:
                 resp.send_error(exc.status, str(exc))
             resp.keep_alive = False
-            self.log.debug("%s: %s", request_line(req), exc)
+            self._client_failed(conn, req, exc)
         except ContradictoryScheme as exc:
             resp.send_error(400, str(exc))
         except Exception:
@@ -297,6 +298,14 @@ class WSGIHandler:
         self.worker.health_checked()
         return keep
 
+    def _client_failed(self, conn: Connection, req: Any, exc: ClientError) -> None:
+        """A client that stopped reading, or read too slowly, is news (once, at
+        info, as the other classes say it); one that left is not."""
+        if isinstance(exc, SendTimeout):
+            self.log.info("Dropped %s: %s", conn.environ.get("REMOTE_ADDR"), exc)
+        else:
+            self.log.debug("%s: %s", request_line(req), exc)
+
     def _serve_static(
         self, conn: Connection, req: Any, keep_alive: bool, answer: tuple[int, Any, Any]
     ) -> bool:
@@ -329,7 +338,7 @@ class WSGIHandler:
                 resp.send_whole(body or b"")
         except ClientError as exc:
             resp.keep_alive = False
-            self.log.debug("%s: %s", request_line(req), exc)
+            self._client_failed(conn, req, exc)
         keep = resp.keep_alive
         if has_body:
             # A static file's request body is not read: the connection ends.

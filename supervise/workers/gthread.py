@@ -70,8 +70,15 @@ class _HoldingConnection(Connection):
 
     __slots__ = ("held", "may_hold")
 
-    def __init__(self, sock: Any, environ: dict, trusted: bool, send_timeout: float | None) -> None:
-        super().__init__(sock, environ, trusted, send_timeout)
+    def __init__(
+        self,
+        sock: Any,
+        environ: dict,
+        trusted: bool,
+        send_timeout: float | None,
+        send_min_rate: int = 0,
+    ) -> None:
+        super().__init__(sock, environ, trusted, send_timeout, send_min_rate)
         self.held = b""
         self.may_hold = False  # set by the leader per request: more of its poll waits
 

@@ -143,7 +143,16 @@ class NativeServerWorker(LoopWorker):
             self._health_tick()
         if self.cfg.static_map or self.cfg.health_access_log:
             self._answered_tick()
+        self._dropped_tick()
         self.loop.call_later(self.tick, self._tick)
+
+    def _dropped_tick(self) -> None:
+        """The clients the server gave up on for not reading: one line each."""
+        gone, lost = self.server.take_dropped()
+        for client, why in gone:
+            self.log.info("Dropped %s: %s", client, why)
+        if lost:
+            self.log.info("Dropped %d more clients that did not read", lost)
 
     def _health_tick(self) -> None:
         """The master's drain flag into the server (whose probes answer in

@@ -6,6 +6,9 @@
 - ``GET /huge``: 8 MiB made anew for each request (as a page rendered per
   request would be), so what a server holds for clients that do not read
   grows with their number until it stops holding it;
+- ``GET /stream``: ``STREAM`` bytes in 64 KiB pieces, streamed (the app
+  waits on back-pressure, so it holds one piece), for clients that read
+  slowly on purpose (``--send-min-rate``);
 - ``GET /block``: holds the thread that calls the app (the event loop, for
   ASGI and RSGI apps) for ``BLOCK`` seconds, as an app stuck in a call would;
 - any other method: the app reads the whole body and answers its length, so
@@ -33,7 +36,19 @@ def _answer(method: str, path: str, body: bytes) -> bytes:
     return BIG if path == "/big" else b"ok"
 
 
+STREAM = 256 * 2**20
+PIECE = b"s" * 65536
+
+
+def _pieces():
+    for _ in range(STREAM // len(PIECE)):
+        yield PIECE
+
+
 def app(environ, start_response):
+    if environ["PATH_INFO"] == "/stream":
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(STREAM))])
+        return _pieces()
     body = b""
     if environ["REQUEST_METHOD"] not in ("GET", "HEAD"):
         body = environ["wsgi.input"].read()
@@ -44,6 +59,13 @@ def app(environ, start_response):
 
 async def asgi_app(scope, receive, send):
     if scope["type"] != "http":
+        return
+    if scope["path"] == "/stream":
+        headers = [(b"content-type", b"text/plain"), (b"content-length", str(STREAM).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        for piece in _pieces():
+            await send({"type": "http.response.body", "body": piece, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
         return
     body = b""
     more = True
@@ -76,6 +98,12 @@ async def asgi_ws_app(scope, receive, send):
 
 
 async def rsgi_app(scope, proto):
+    if scope.path == "/stream":
+        headers = [("content-type", "text/plain"), ("content-length", str(STREAM))]
+        transport = proto.response_stream(200, headers)
+        for piece in _pieces():
+            await transport.send_bytes(piece)
+        return
     body = b"" if scope.method in ("GET", "HEAD") else await proto()
     out = _answer(scope.method, scope.path, body)
     proto.response_bytes(200, [("content-type", "text/plain")], out)

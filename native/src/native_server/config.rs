@@ -97,6 +97,7 @@ fn set(config: &mut ServerConfig, key: &str, value: &Bound<'_, PyAny>) -> PyResu
         "mode" => config.mode = runtime_mode(value.extract()?)?,
         "header_timeout" => config.header_timeout = seconds(value)?,
         "send_timeout" => config.send_timeout = seconds(value)?,
+        "send_min_rate" => config.send_min_rate = value.extract()?,
         "keepalive" => config.keepalive = seconds(value)?,
         "limit_request_line" => config.limit_request_line = value.extract()?,
         "limit_request_fields" => config.limit_request_fields = value.extract()?,

@@ -254,6 +254,17 @@ impl NativeServer {
         })
     }
 
+    /// The clients dropped since the last call for not reading
+    /// (`--send-timeout`, `--send-min-rate`): (client, why) each, and how
+    /// many did not fit the queue.
+    fn take_dropped(&self) -> (Vec<(String, &'static str)>, u64) {
+        self.with_server(|s| {
+            let (records, lost) = s.dropped().take();
+            let records = records.into_iter().map(|r| (r.client, r.why)).collect();
+            (records, lost)
+        })
+    }
+
     /// Ends the runtimes (what is still open is cut) and joins their threads.
     fn close(&self, py: Python<'_>) {
         crate::server::stop_batching();

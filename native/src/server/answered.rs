@@ -1,10 +1,11 @@
 //! What the server answers itself, with no app call to log it or count its
 //! status: health probes (health.rs, when `--health-access-log`) and static
-//! files (`--static-map`, when the access log or the metrics want them).
-//! Their records wait here for the worker's tick (every 0.1 s), which writes
-//! the access lines and the metrics in Python. The queue is bounded: past
-//! it, records are counted as dropped, never stored, so a flood of such
-//! requests cannot grow the worker while its loop is busy.
+//! files (`--static-map`, when the access log or the metrics want them);
+//! and the clients it dropped for not reading (`--send-timeout`,
+//! `--send-min-rate`). Their records wait here for the worker's tick (every
+//! 0.1 s), which writes the access lines, the log and the metrics in
+//! Python. The queue is bounded: past it, records are counted as dropped,
+//! never stored, so a flood cannot grow the worker while its loop is busy.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -29,13 +30,30 @@ pub struct Answered {
     pub probe: bool,
 }
 
-#[derive(Default)]
-pub struct AnsweredLog {
-    queue: Mutex<(VecDeque<Answered>, u64)>,
+/// A client whose connection the server gave up on, and why.
+pub struct Dropped {
+    pub client: String,
+    pub why: &'static str,
 }
 
-impl AnsweredLog {
-    pub fn push(&self, record: impl FnOnce() -> Answered) {
+pub type AnsweredLog = TickQueue<Answered>;
+pub type DroppedLog = TickQueue<Dropped>;
+
+/// Records for the next tick, at most `QUEUE` of them.
+pub struct TickQueue<T> {
+    queue: Mutex<(VecDeque<T>, u64)>,
+}
+
+impl<T> Default for TickQueue<T> {
+    fn default() -> Self {
+        TickQueue {
+            queue: Mutex::new((VecDeque::new(), 0)),
+        }
+    }
+}
+
+impl<T> TickQueue<T> {
+    pub fn push(&self, record: impl FnOnce() -> T) {
         let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
         if queue.0.len() < QUEUE {
             queue.0.push_back(record());
@@ -45,7 +63,7 @@ impl AnsweredLog {
     }
 
     /// The records since the last call, and how many did not fit.
-    pub fn take(&self) -> (Vec<Answered>, u64) {
+    pub fn take(&self) -> (Vec<T>, u64) {
         let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
         let dropped = std::mem::take(&mut queue.1);
         (queue.0.drain(..).collect(), dropped)

@@ -62,6 +62,9 @@ pub struct ServerConfig {
     /// connection (or an HTTP/2 connection whose streams all wait for window)
     /// is dropped; `None`: no limit.
     pub send_timeout: Option<Duration>,
+    /// `--send-min-rate`: bytes a second a client must take over each
+    /// `send_timeout` of waits (send_pace.rs); 0: no floor.
+    pub send_min_rate: u64,
     /// `None`: no keep-alive (one request per connection).
     pub keepalive: Option<Duration>,
     pub limit_request_line: usize,
@@ -115,6 +118,7 @@ impl Default for ServerConfig {
             mode: RuntimeMode::St,
             header_timeout: Some(Duration::from_secs(10)),
             send_timeout: Some(Duration::from_secs(30)),
+            send_min_rate: 1024,
             keepalive: Some(Duration::from_secs(2)),
             limit_request_line: 4094,
             limit_request_fields: 100,

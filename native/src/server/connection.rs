@@ -16,6 +16,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::watch;
 
+use super::answered::Dropped;
 use super::config::HttpMode;
 use super::exchange::ConnInfo;
 use super::precheck_io::PrecheckIo;
@@ -63,8 +64,14 @@ pub async fn serve<T>(
     T: AsyncRead + AsyncWrite + SendFile + Unpin + Send + 'static,
 {
     let conn = Arc::new(conn);
+    let _log_drop = LogDrop(conn.clone(), shared.clone());
     let mut stream = Counted {
-        inner: StallIo::new(stream, shared.config.send_timeout),
+        inner: StallIo::new(
+            stream,
+            shared.config.send_timeout,
+            shared.config.send_min_rate,
+        )
+        .reporting_to(conn.clone()),
         conn: conn.clone(),
     };
     let (h2, prefix) = match proto {
@@ -238,11 +245,27 @@ async fn watch_over<C: std::future::Future>(
                 // go: the client has read nothing for 1 to 1.5 times it. What
                 // hyper holds for it is dropped with the connection.
                 if stall.stalled_twice(conn) {
+                    let _ = conn.gave_up.set("it read nothing within send_timeout (HTTP/2 window)");
                     return;
                 }
                 let tick = stall_tick.unwrap_or_default();
                 stall_timer.as_mut().reset(tokio::time::Instant::now() + tick);
             }
+        }
+    }
+}
+
+/// Logs, once the connection is over, why the server gave up on its client
+/// (when it did).
+struct LogDrop(Arc<ConnInfo>, Arc<Shared>);
+
+impl Drop for LogDrop {
+    fn drop(&mut self) {
+        if let Some(why) = self.0.gave_up.get() {
+            self.1.dropped.push(|| Dropped {
+                client: self.0.client.clone(),
+                why,
+            });
         }
     }
 }

@@ -41,6 +41,9 @@ pub struct ConnInfo {
     pub tls: Option<TlsInfo>,
     /// Its place under `--worker-connections`; `None` without the cap.
     pub(crate) seat: Option<Arc<super::room::Seat>>,
+    /// Why the server gave up on a client that did not read (write_stall.rs,
+    /// HTTP/2's stall watch): logged once when the connection ends.
+    pub(crate) gave_up: std::sync::OnceLock<&'static str>,
 }
 
 /// A TLS connection as an app may ask about it (ASGI's `tls` extension).
@@ -72,6 +75,7 @@ impl ConnInfo {
             upgrade: Default::default(),
             tls: None,
             seat: None,
+            gave_up: Default::default(),
         }
     }
 

@@ -110,6 +110,7 @@ async fn exchange_bytes(input: &[u8], piece: usize, http: HttpMode) -> Vec<u8> {
         counters: Arc::default(),
         health: super::health::Health::new(None),
         answered: Default::default(),
+        dropped: Default::default(),
         stopping: Default::default(),
         stop_rx: stop_rx.clone(),
     });

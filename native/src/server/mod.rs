@@ -34,6 +34,7 @@ mod room;
 mod runtime;
 mod sched;
 mod send_file;
+mod send_pace;
 mod service;
 mod shared;
 mod sniff;

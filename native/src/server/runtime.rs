@@ -46,6 +46,7 @@ impl Server {
             counters: Arc::default(),
             health,
             answered: Default::default(),
+            dropped: Default::default(),
             stopping: Default::default(),
             stop_rx,
         });
@@ -177,6 +178,11 @@ impl Server {
     /// The requests the server answered itself, for the access log and metrics.
     pub fn answered(&self) -> &super::answered::AnsweredLog {
         &self.shared.answered
+    }
+
+    /// The clients dropped for not reading, for the worker's log.
+    pub fn dropped(&self) -> &super::answered::DroppedLog {
+        &self.shared.dropped
     }
 
     /// Ends every runtime (connections still open are dropped) and joins

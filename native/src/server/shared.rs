@@ -25,6 +25,8 @@ pub struct Shared {
     pub health: super::health::Health,
     /// What the server answered itself, waiting for the worker's tick.
     pub answered: super::answered::AnsweredLog,
+    /// Clients dropped for not reading, for the worker's log.
+    pub dropped: super::answered::DroppedLog,
     /// Set on a graceful stop: every response not yet sent says `Connection: close`.
     pub stopping: std::sync::atomic::AtomicBool,
     /// The same stop, for what awaits it (WebSocket sessions close with 1012).

@@ -252,7 +252,7 @@ pub async fn run(
     let stall_limit = (!own_connection)
         .then_some(shared.config.send_timeout)
         .flatten();
-    let io = StallIo::new(TokioIo::new(io), stall_limit);
+    let io = StallIo::new(TokioIo::new(io), stall_limit, shared.config.send_min_rate);
     let ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
     let mut stop = shared.stop_rx.clone();
     let now = Instant::now();
