@@ -501,6 +501,29 @@ def test_traversal_in_raw_requests(served):
         assert SECRET not in answer
 
 
+def test_pipelined_static_and_app_requests_are_answered_in_order(served, kind):
+    """One write, six requests: a loop that answers files itself and hands
+    the app its own must keep their order and their bytes apart."""
+    if kind == "sync":
+        pytest.skip("the sync worker answers one request per connection")
+    requests = b"".join(
+        b"GET " + target + b" HTTP/1.1\r\nHost: t\r\n\r\n"
+        for target in (b"/static/hello.txt", b"/", b"/static/digits.txt", b"/static/nope", b"/")
+    )
+    answer = served.server.raw(requests + b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    bodies = [HELLO, APP_ANSWER, DIGITS, None, APP_ANSWER, APP_ANSWER]
+    for body in bodies:
+        head, _, answer = answer.partition(b"\r\n\r\n")
+        length = int(re.search(rb"(?i)\r\ncontent-length: *(\d+)", head).group(1))
+        got, answer = answer[:length], answer[length:]
+        if body is None:
+            assert head.startswith(b"HTTP/1.1 404"), head
+        else:
+            assert head.startswith(b"HTTP/1.1 200"), head
+            assert got == body
+    assert answer == b""
+
+
 def test_hidden_files_directories_and_missing_files_are_404(client):
     paths = [*HIDDEN, *DIRECTORIES, "/static/nope.txt", "/static/sub/nope.txt"]
     answers = {path: client(path)[::2] for path in paths}
