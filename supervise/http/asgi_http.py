@@ -28,6 +28,7 @@ from supervise.http.asgi_scope import ConnectionInfo, http_scope, websocket_scop
 from supervise.http.errors import error_response
 from supervise.http.health import HealthProbes
 from supervise.http.proxy import ContradictoryScheme
+from supervise.http.send_pace import peer_name
 from supervise.http.server_answers import ProbeRecord, probe_environ
 from supervise.http.state import IDLE_GRACE_ON_STOP
 from supervise.http.write_stall import WriteStall
@@ -203,7 +204,7 @@ class HttpProtocol(asyncio.Protocol):
         why = self.write_paused and self.write_stall.expired(self.transport, now)
         if why:
             client = self.info.client if self.info is not None else None
-            self.ctx.log.info("Dropped %s: %s", client, why)
+            self.ctx.log.info("Dropped %s: %s", peer_name(client), why)
             self.transport.abort()
             return
         cycle = self.cycle

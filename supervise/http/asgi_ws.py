@@ -37,6 +37,7 @@ from supervise.http.asgi_ws_machine import (
 from supervise.http.asgi_ws_read_flow import FEED_SLICE as FEED_SLICE  # re-exported (tests)
 from supervise.http.asgi_ws_read_flow import WRITE_FULL, ReadFlow
 from supervise.http.errors import ClientDisconnected, error_response
+from supervise.http.send_pace import peer_name
 from supervise.http.write_stall import WriteStall
 
 # The app's time to answer the handshake (accept, close or deny) before 503.
@@ -166,7 +167,10 @@ class WebSocketProtocol(asyncio.Protocol):
             # Reading stopped with writing: a peer that takes nothing would
             # otherwise hold its connection (and what waits for it) for good.
             self.ctx.log.info(
-                "WebSocket %s: dropped %s, %s", self.scope["path"], self.scope.get("client"), why
+                "WebSocket %s: dropped %s, %s",
+                self.scope["path"],
+                peer_name(self.scope.get("client")),
+                why,
             )
             self.transport.abort()
             return

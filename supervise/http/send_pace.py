@@ -74,6 +74,13 @@ def bytes_acked(sock: Any) -> int | None:
     return _BYTES_ACKED.unpack_from(info, _BYTES_ACKED_AT)[0]
 
 
+def peer_name(client: Any) -> str:
+    """A client as every class names it in "Dropped ...": host:port."""
+    if isinstance(client, tuple) and len(client) >= 2:
+        return f"{client[0]}:{client[1]}"
+    return str(client or "")
+
+
 def pace_for(send_timeout: float | None, send_min_rate: int) -> SendPace | None:
     """A connection's pace, or None where either setting switches the floor off."""
     if not send_timeout or not send_min_rate:

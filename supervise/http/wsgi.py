@@ -31,6 +31,7 @@ from supervise.http.connection import Connection
 from supervise.http.errors import ClientError, SendTimeout, error_response, phrase
 from supervise.http.health import HealthProbes
 from supervise.http.proxy import ContradictoryScheme, ProxyRules
+from supervise.http.send_pace import peer_name
 from supervise.http.wsgi_input import EMPTY_INPUT, WSGIInput
 from supervise.http.wsgi_response import FileWrapper, Response
 
@@ -302,7 +303,9 @@ class WSGIHandler:
         """A client that stopped reading, or read too slowly, is news (once, at
         info, as the other classes say it); one that left is not."""
         if isinstance(exc, SendTimeout):
-            self.log.info("Dropped %s: %s", conn.environ.get("REMOTE_ADDR"), exc)
+            environ = conn.environ
+            client = (environ.get("REMOTE_ADDR"), environ.get("REMOTE_PORT"))
+            self.log.info("Dropped %s: %s", peer_name(client) if client[1] else client[0], exc)
         else:
             self.log.debug("%s: %s", request_line(req), exc)
 
