@@ -54,7 +54,7 @@ def declare(add: Callable[..., None]) -> None:
         "on every worker class (repeat it for several; the longest prefix wins). DIR is "
         "relative to `--chdir`; a folder that is not there is an error at start. On "
         "`-k rsgi` and `-k native` the Rust server answers them itself (with sendfile(2) "
-        "on the WSGI engine's plain HTTP/1.1); the Python workers send them with "
+        "on plain HTTP/1.1, for every app interface); the Python workers send them with "
         "`os.sendfile`. Each response has "
         "Content-Type from the extension, Content-Length, ETag and Last-Modified; "
         "If-None-Match and If-Modified-Since give 304, one Range gives 206 (416 past "

@@ -51,32 +51,72 @@ pub(super) async fn serve<I: Io>(
     stop: watch::Receiver<bool>,
 ) -> Option<Handover<I>> {
     let mut w = Wire::new(io, &conn, stop);
-    let cfg = &shared.config;
     let linger = loop {
-        if !w.next_request(cfg).await {
-            break false;
-        }
-        let (head, n) = match w.read_head(&shared).await {
-            Ok(parsed) => parsed,
-            Err(Stop::Close) => break false,
-            Err(Stop::Refuse(status, reason)) => {
-                w.refuse(status, &reason, true).await;
-                break true;
+        match serve_app_requests(&mut w, &conn, &shared).await {
+            Next::Over(linger) => break linger,
+            Next::Hyper => return Some(w.into_parts()),
+            Next::Itself(head, n) => {
+                // Out here, and boxed: an await for these inside the app's
+                // loop cost every request there about a sixth of its speed
+                // (rsgi get-4b, one worker pinned), however rarely it ran.
+                match Box::pin(answer_itself(&mut w, &head, &conn, &shared)).await {
+                    Some(true) => w.buf.advance(n),
+                    Some(false) => break true,
+                    // Claimed by --static-map but not found, with
+                    // --static-fallthrough: hyper's service hands it to the app.
+                    None => return Some(w.into_parts()),
+                }
             }
-        };
-        let Some(parts) = direct_parts(&head, &shared) else {
-            return Some(w.into_parts());
-        };
-        w.buf.advance(n);
-        let body = read_body(&mut w, head.content_length.unwrap_or(0) as usize).await;
-        let cut = matches!(body, ExchangeBody::Cut);
-        let kept = exchange(&mut w, parts, body, &head, &conn, &shared).await;
-        if !kept || cut {
-            break !cut && !w.buf.is_empty();
         }
     };
     w.close(linger).await;
     None
+}
+
+/// Why `serve_app_requests` returned.
+enum Next {
+    /// The connection is over; whether to linger (unread bytes) on close.
+    Over(bool),
+    /// The request at the head of the buffer needs hyper.
+    Hyper,
+    /// The request at the head of the buffer (`n` bytes of head) is a probe
+    /// or a static file, for this loop to answer itself.
+    Itself(RequestHead, usize),
+}
+
+/// The app's requests, one after the other, until one is not the app's.
+async fn serve_app_requests<I: Io>(
+    w: &mut Wire<I>,
+    conn: &Arc<ConnInfo>,
+    shared: &Arc<Shared>,
+) -> Next {
+    let cfg = &shared.config;
+    loop {
+        if !w.next_request(cfg).await {
+            return Next::Over(false);
+        }
+        let (head, n) = match w.read_head(shared).await {
+            Ok(parsed) => parsed,
+            Err(Stop::Close) => return Next::Over(false),
+            Err(Stop::Refuse(status, reason)) => {
+                w.refuse(status, &reason, true).await;
+                return Next::Over(true);
+            }
+        };
+        if shared.may_answer_itself(&head) {
+            return Next::Itself(head, n);
+        }
+        let Some(parts) = direct_parts(&head, shared) else {
+            return Next::Hyper;
+        };
+        w.buf.advance(n);
+        let body = read_body(w, head.content_length.unwrap_or(0) as usize).await;
+        let cut = matches!(body, ExchangeBody::Cut);
+        let kept = exchange(w, parts, body, &head, conn, shared).await;
+        if !kept || cut {
+            return Next::Over(!cut && !w.buf.is_empty());
+        }
+    }
 }
 
 /// A probe or a static file, answered by the loop itself (this one, and
@@ -210,13 +250,6 @@ async fn answer_static<I: Io>(
 
 /// The request as the bridge takes it, when this loop serves it.
 fn direct_parts(h: &RequestHead, shared: &Shared) -> Option<Parts> {
-    if shared.may_answer_itself(h) {
-        // Probes and static files go to hyper's service (service.rs), which
-        // answers them: an await for them in this loop cost every request
-        // here about a sixth of its speed (rsgi get-4b, one worker pinned),
-        // however rarely it ran.
-        return None;
-    }
     let length = h.content_length.unwrap_or(0);
     let limit = shared.config.limit_request_body;
     if h.chunked
