@@ -29,7 +29,7 @@ from supervise.http.errors import error_response
 from supervise.http.health import HealthProbes
 from supervise.http.proxy import ContradictoryScheme
 from supervise.http.send_pace import peer_name
-from supervise.http.server_answers import ProbeRecord, probe_environ
+from supervise.http.server_answers import AnsweredRecord, probe_environ
 from supervise.http.state import IDLE_GRACE_ON_STOP
 from supervise.http.write_stall import WriteStall
 
@@ -318,7 +318,7 @@ class HttpProtocol(asyncio.Protocol):
                 client[0] if client else "",
             )
             sent = 0 if is_head else len(answer.body)
-            ctx.log.access(ProbeRecord(answer, sent), None, environ, 0.0)
+            ctx.log.access(AnsweredRecord.of_probe(answer, sent), None, environ, 0.0)
         if not keep:
             self.buf = b""
             self.close()

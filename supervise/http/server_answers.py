@@ -9,16 +9,23 @@ from typing import Any
 from supervise.http.health import ProbeAnswer
 
 
-class ProbeRecord:
-    """A probe's response as the access log reads it (``--health-access-log``)."""
+class AnsweredRecord:
+    """A response the worker answered itself (a probe under
+    ``--health-access-log``, a static file), as the access log reads it."""
 
     __slots__ = ("headers", "sent", "status", "status_code")
 
-    def __init__(self, answer: ProbeAnswer, sent: int) -> None:
-        self.status_code = answer.status
-        self.status = answer.status_line
+    def __init__(
+        self, status_code: int, status: str, sent: int, headers: list[tuple[str, str]]
+    ) -> None:
+        self.status_code = status_code
+        self.status = status
         self.sent = sent
-        self.headers = list(answer.headers)
+        self.headers = headers
+
+    @classmethod
+    def of_probe(cls, answer: ProbeAnswer, sent: int) -> AnsweredRecord:
+        return cls(answer.status, answer.status_line, sent, list(answer.headers))
 
 
 def probe_environ(
@@ -35,18 +42,6 @@ def probe_environ(
         "SERVER_PROTOCOL": protocol,
         "REMOTE_ADDR": client,
     }
-
-
-class _Answered:
-    """A request the native server answered itself, as the access log reads it."""
-
-    __slots__ = ("headers", "sent", "status", "status_code")
-
-    def __init__(self, status: int, sent: int) -> None:
-        self.status_code = status
-        self.status = str(status)
-        self.sent = sent
-        self.headers: list[tuple[str, str]] = []
 
 
 def log_answered(
@@ -71,4 +66,4 @@ def log_answered(
         environ["HTTP_REFERER"] = referer
     if user_agent is not None:
         environ["HTTP_USER_AGENT"] = user_agent
-    log.access(_Answered(status, sent), None, environ, seconds)
+    log.access(AnsweredRecord(status, str(status), sent, []), None, environ, seconds)

@@ -155,11 +155,9 @@ class NativeServerWorker(LoopWorker):
             self.log.info("Dropped %d more clients that did not read", lost)
 
     def _health_tick(self) -> None:
-        """The master's drain flag into the server (whose probes answer in
-        Rust), and the probes it answered into the metrics."""
-        server = self.server
-        server.set_draining(self.slot.master_draining)
-        answered = server.take_health_checks()
+        """The probes the server answered (in Rust, reading the master's
+        drain flag itself) into the metrics."""
+        answered = self.server.take_health_checks()
         if answered and self.figures is not None:
             self.figures.health_checks += answered
 

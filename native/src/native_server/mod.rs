@@ -192,11 +192,6 @@ impl NativeServer {
         self.with_server(|s| s.take_requests())
     }
 
-    /// The master drains (`--shutdown-delay`): readiness probes answer 503.
-    fn set_draining(&self, draining: bool) {
-        self.with_server(|s| s.health().set_draining(draining));
-    }
-
     /// Probes read the master's drain flag at `address` (the scoreboard's
     /// shared memory, which the worker keeps mapped) at each probe.
     fn watch_master_drain(&self, address: usize) {

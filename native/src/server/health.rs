@@ -4,8 +4,8 @@
 //!
 //! `PATH` and `PATH/ready` answer readiness: 200 while the worker serves,
 //! 503 once it stops (`Shared::stopping`) or its master drains
-//! (`--shutdown-delay`: the worker's tick copies the scoreboard's flag into
-//! `Health::set_draining`). `PATH/live` answers liveness: 200, or 503 when
+//! (`--shutdown-delay`: the scoreboard's flag, read per probe,
+//! `Health::watch_master`). `PATH/live` answers liveness: 200, or 503 when
 //! the worker's Python loop has not ticked for a second (the accept loops'
 //! own test, counters.rs), since a probe answered by tokio alone would call
 //! a worker alive whose app can no longer run. The texts and fields are the
@@ -16,7 +16,7 @@
 //! `--health-access-log`, no access log. It is counted (`take_answered`),
 //! and when logged its record waits in answered.rs's queue for the tick.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use hyper::header::{HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_TYPE};
@@ -27,7 +27,6 @@ use super::reply::Reply;
 /// The probe paths and the state their answers come from.
 pub struct Health {
     paths: Option<Paths>,
-    draining: AtomicBool,
     /// The master's own draining flag, in the scoreboard's shared memory
     /// (`watch_master`): read per probe, so that every worker of a master
     /// turns 503 at the same moment, not each at its next tick.
@@ -103,14 +102,9 @@ impl Health {
                 ready_too: format!("{base}/ready").into_bytes().into(),
                 live: format!("{base}/live").into_bytes().into(),
             }),
-            draining: AtomicBool::new(false),
             master_flag: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
             answered: AtomicU64::new(0),
         }
-    }
-
-    pub fn set_draining(&self, draining: bool) {
-        self.draining.store(draining, Ordering::Relaxed);
     }
 
     /// Probes answered since the last call.
@@ -136,8 +130,7 @@ impl Health {
         // SAFETY: `watch_master`'s caller keeps the memory mapped for the
         // server's life, and the field is an aligned u32 that the master
         // stores whole.
-        let master = !flag.is_null() && unsafe { (*flag).load(Ordering::Relaxed) } != 0;
-        master || self.draining.load(Ordering::Relaxed)
+        !flag.is_null() && unsafe { (*flag).load(Ordering::Relaxed) } != 0
     }
 
     /// Reads the drain flag at `address` from now on.
