@@ -81,10 +81,51 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.markexpr = ""
 
 
-def free_port() -> int:
+# -- ports --------------------------------------------------------------------------
+# Asking the kernel for port 0 and closing the socket is a race: the kernel may
+# hand the same port to the next caller (CI once saw a server's --bind and its
+# --metrics-bind get the same port). So ports come from below the ephemeral range
+# (which bind(0) and outgoing connections draw from), in a slice of their own for
+# each xdist worker, never the same one twice in a run of the slice; each is
+# checked bindable before it is handed out.
+_PORTS_LOW, _PORTS_HIGH = 10_000, 32_000
+
+
+def _port_slice() -> range:
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    name = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(name[2:]) if name[2:].isdigit() else 0
+    width = (_PORTS_HIGH - _PORTS_LOW) // max(workers, 1)
+    start = _PORTS_LOW + (index % max(workers, 1)) * width
+    return range(start, start + width)
+
+
+_port_lock = threading.Lock()
+_next_port: list[int] = []
+
+
+def _bindable(port: int) -> bool:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing holds and no other caller in this
+    test run has been given (until the worker's slice wraps round)."""
+    ports = _port_slice()
+    with _port_lock:
+        if not _next_port:
+            _next_port.append(ports.start + os.getpid() % len(ports))
+        for _ in range(len(ports)):
+            port = _next_port[0]
+            _next_port[0] = ports.start + (port + 1 - ports.start) % len(ports)
+            if _bindable(port):
+                return port
+    raise RuntimeError(f"no free port in {ports.start}..{ports.stop}")
 
 
 def children_of(pid: int) -> list[int]:
