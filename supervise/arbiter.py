@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from supervise import SERVER_SOFTWARE, loading, process, sockets, systemd
+from supervise import SERVER_SOFTWARE, loading, process, quic_sockets, sockets, systemd
 from supervise.control import ControlError
 from supervise.helper import HelperError
 from supervise.operations import Operations
@@ -71,6 +71,8 @@ class Arbiter:
         # During a reload that changed --bind: what to restore or to close.
         self.previous_listeners: list[sockets.Listener] | None = None
         self.open_listeners: list[sockets.Listener] = []
+        # --quic-bind's UDP groups (HTTP/3); None without it.
+        self.quic: quic_sockets.QuicSockets | None = None
         self.systemd_sockets = False
         self.workers: dict[int, WorkerRecord] = {}
         self.scoreboard: Scoreboard | None = None
@@ -126,6 +128,10 @@ class Arbiter:
         scheme = "https" if cfg.is_ssl else "http"
         for listener in self.listeners:
             self.log.info("Listening at: %s (%s)", listener.url(scheme), self.pid)
+        self.quic = quic_sockets.QuicSockets.create(cfg.quic_bind, os.environ)
+        os.environ.pop(quic_sockets.QUIC_FDS_ENV, None)
+        for group in self.quic.groups if self.quic else ():
+            self.log.info("Listening at: %s (%s)", group.url(), self.pid)
         self.log.info("Using worker: %s", cfg.worker_class_str)
         self.scoreboard = Scoreboard()
         self.ops.open()
@@ -176,6 +182,7 @@ class Arbiter:
                 self._check_master()
                 self._check_workers()
                 self._manage_workers()
+                self._route_quic()
                 self.ops.tick()
                 self._sleep()
         except StopIteration:
@@ -311,6 +318,10 @@ class Arbiter:
                 self.previous_listeners = self.listeners
             self.open_listeners.extend(lis for lis in listeners if lis not in self.open_listeners)
             self.listeners = listeners
+        if list(new_cfg.quic_bind) != list(self.cfg.quic_bind):
+            # Its sockets cannot close while workers hold QUIC connections
+            # on them (quic_sockets.py says why).
+            self.log.warning("quic_bind changed: that takes a restart; HTTP/3 stays as it was")
         self.previous_cfg = self.cfg
         self.cfg = new_cfg
         self.worker_class = new_class
@@ -473,6 +484,9 @@ class Arbiter:
             generation=self.generation,
             max_requests=self.cfg.max_requests + jitter if self.cfg.max_requests else 0,
         )
+        if self.quic is not None:
+            alt_svc = quic_sockets.alt_svc(self.cfg, self.quic.groups)
+            worker.quic = self.quic.share(self.quic.take(), alt_svc)
         worker.watch_files = self.cfg.reload and not any(
             r.worker.watch_files
             for r in self.workers.values()
@@ -548,6 +562,8 @@ class Arbiter:
     def _worker_exited(self, rec: WorkerRecord, status: int) -> None:
         assert self.scoreboard is not None
         self.scoreboard.release(rec.worker.slot)
+        if self.quic is not None and rec.worker.quic is not None:
+            self.quic.release(rec.worker.quic.index)
         code = os.waitstatus_to_exitcode(status)
         if code < 0:
             sig = -code
@@ -590,7 +606,25 @@ class Arbiter:
         if not rec.term_sent:
             rec.term_sent = time.monotonic()
             rec.worker.slot.set_state(State.STOPPING)  # for the metrics, at once
+            # New QUIC connections go elsewhere before this one stops taking them.
+            self._route_quic()
             self._kill(rec.pid, sig)
+
+    def _route_quic(self) -> None:
+        """New QUIC connections to the workers that take them now (ready, not
+        replaced, not stopping); before any is ready, to the current
+        generation's booting ones, whose sockets hold the packets till they read."""
+        if self.quic is None or self.reexec_pid:
+            return  # a USR2 child master routes from now on
+        live = [r for r in self.workers.values() if r.worker.quic is not None and not r.stopping]
+        accepting = [r.worker.quic.index for r in live if r.ready and not r.retiring]
+        if not accepting:
+            current = [r for r in live if r.generation == self.generation]
+            accepting = [r.worker.quic.index for r in current]
+        try:
+            self.quic.route(accepting)
+        except OSError as exc:
+            self.log.error("HTTP/3: cannot route new connections: %s", exc)
 
     def _kill_hard(self, rec: WorkerRecord) -> None:
         rec.killed = True
@@ -607,6 +641,7 @@ class Arbiter:
         rec.retire = cause
         rec.worker.slot.set_state(State.RETIRING)
         self.log.info("Worker %s %s: a replacement is starting", rec.pid, reason)
+        self._route_quic()
 
     # -- stopping -----------------------------------------------------------------
     def _stop(self, graceful: bool = True) -> None:
@@ -660,9 +695,10 @@ class Arbiter:
             self.log.info("USR2: started a new master (pid %s)", pid)
             systemd.notify(f"MAINPID={pid}")
             return
-        sockets.exec_with_listeners(
-            self.listeners, self.argv, self.start_cwd, {MASTER_PID_ENV: str(self.pid)}
-        )
+        extra_env = {MASTER_PID_ENV: str(self.pid)}
+        if self.quic is not None:
+            extra_env.update(self.quic.env())
+        sockets.exec_with_listeners(self.listeners, self.argv, self.start_cwd, extra_env)
 
     def _reexec_child_exited(self, status: int) -> None:
         code = os.waitstatus_to_exitcode(status)
@@ -681,4 +717,6 @@ class Arbiter:
         if self.master_pid and os.getppid() != self.master_pid:
             self.log.info("Old master %s is gone: this master takes over", self.master_pid)
             self.master_pid = 0
+            if self.quic is not None:
+                self.quic.old_master_gone()
             self._set_proctitle()

@@ -355,7 +355,21 @@ def load_server_config(argv: list[str], environ: Mapping[str, str]) -> Config:
     cfg = load_config(argv, environ)
     check_tls_files(cfg)
     check_static_folders(cfg)
+    check_quic(cfg)
     return cfg
+
+
+def check_quic(cfg: Config) -> None:
+    """HTTP/3 is the native server's, and QUIC has no clear-text form."""
+    if not cfg.quic_bind:
+        return
+    if cfg.worker_class_str not in ("rsgi", "native"):
+        raise ConfigError(
+            f"quic_bind: HTTP/3 is served by -k rsgi and -k native, not by "
+            f"-k {cfg.worker_class_str}"
+        )
+    if not cfg.certfile:
+        raise ConfigError("quic_bind: HTTP/3 needs TLS: set certfile (and keyfile)")
 
 
 def check_static_folders(cfg: Config) -> None:
@@ -480,6 +494,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         check_tls_files(cfg)
         check_static_folders(cfg)
+        check_quic(cfg)
     except ConfigError as exc:
         _fail(str(exc), 2)
     if cfg.check_config:

@@ -24,6 +24,7 @@ from supervise import (
     settings_logs,
     settings_mechanics,
     settings_ops,
+    settings_quic,
     settings_rsgi,
     settings_static,
     settings_tls,
@@ -488,6 +489,7 @@ def _build() -> dict[str, Setting]:
     settings_ops.declare_control(_adder(table, "Control"))
     settings_health.declare(_adder(table, "Health and Drain"))
     settings_static.declare(_adder(table, "Static Files"))
+    settings_quic.declare(_adder(table, "HTTP/3"))
 
     add = _adder(table, "Server Hooks")
     for hook in HOOKS.values():

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from supervise import _native, affinity, loading
 from supervise.http.state import IDLE_GRACE_ON_STOP, ServeState
+from supervise.quic_sockets import QuicShare
 from supervise.scoreboard import ResponseFigures, Slot, State
 
 if TYPE_CHECKING:
@@ -83,6 +84,8 @@ class Worker:
         self.cfg = cfg
         self.log = log
         self.slot = slot
+        # HTTP/3: its index in the --quic-bind groups, set by the arbiter (QuicShare).
+        self.quic: QuicShare | None = None
         self.generation = generation
         self.max_requests = max_requests or sys.maxsize
         self.timeout = float(cfg.timeout)

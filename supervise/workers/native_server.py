@@ -85,6 +85,7 @@ class NativeServerWorker(LoopWorker):
             max_requests=self.max_requests,
             tls=self.ssl_context,
             log_answered=self.log.access_enabled or self.figures is not None,
+            quic=self.quic,
         )
         try:
             self.server = _native.NativeServer(

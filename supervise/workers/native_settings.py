@@ -42,11 +42,13 @@ def native_settings(
     max_requests: int,
     tls: Any,
     log_answered: bool = False,
+    quic: Any = None,
 ) -> dict[str, Any]:
     """The native server's settings for a worker whose app side wants
     ``threads`` runtime threads in ``mode`` (``st``/``mt``), WebSockets or not;
     ``max_requests`` is the worker's own number (jitter applied, 0 for none),
-    ``tls`` the rustls configuration or None; ``log_answered``: whether the
+    ``tls`` the rustls configuration or None; ``quic`` the worker's
+    ``QuicShare`` (HTTP/3) or None; ``log_answered``: whether the
     access log or the metrics want what the server answers itself (static
     files)."""
     settings = {name: getattr(cfg, name) for name in NATIVE_SETTINGS}
@@ -63,5 +65,9 @@ def native_settings(
         # Folders made absolute here, where the working directory is --chdir.
         static_map=resolved_map(cfg),
         log_answered=log_answered,
+        # HTTP/3 (quic_sockets.QuicShare): the worker's UDP sockets, and the
+        # Alt-Svc that TLS responses advertise them with.
+        quic=(quic.index, list(quic.fds)) if quic is not None else None,
+        alt_svc=quic.alt_svc if quic is not None and tls is not None else None,
     )
     return settings

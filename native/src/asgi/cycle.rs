@@ -11,8 +11,9 @@
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::server::Incoming;
 use bytes::Bytes;
-use hyper::body::{Body, Incoming};
+use hyper::body::Body;
 use hyper::{HeaderMap, StatusCode};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;

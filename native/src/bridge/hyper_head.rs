@@ -23,7 +23,8 @@ pub struct HyperHead<'a> {
 impl<'a> HyperHead<'a> {
     pub fn new(parts: &'a Parts) -> Self {
         let uri = &parts.uri;
-        let h2 = parts.version == Version::HTTP_2;
+        // HTTP/3's heads are HTTP/2's in form (RFC 9114 4.3).
+        let h2 = parts.version >= Version::HTTP_2;
         let connect = parts.method == hyper::Method::CONNECT;
         // HTTP/1.1: an absolute-form target is kept whole (RAW_URI) and its
         // authority wins over Host (RFC 9112 3.2.2); HTTP/2: :authority
@@ -81,6 +82,7 @@ impl HeadView for HyperHead<'_> {
         match self.parts.version {
             Version::HTTP_10 => "HTTP/1.0",
             Version::HTTP_2 => "HTTP/2",
+            Version::HTTP_3 => "HTTP/3",
             _ => "HTTP/1.1",
         }
     }

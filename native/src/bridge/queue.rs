@@ -138,7 +138,7 @@ impl Dispatch for BridgeDispatch {
 
 /// Every data frame of `body`; a body that came in one frame (the usual
 /// small one) is that frame, not a copy.
-async fn read_whole(body: &mut hyper::body::Incoming) -> ExchangeBody {
+async fn read_whole(body: &mut crate::server::Incoming) -> ExchangeBody {
     use http_body_util::BodyExt;
     let mut first = Bytes::new();
     let mut joined: Option<bytes::BytesMut> = None;

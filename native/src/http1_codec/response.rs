@@ -25,6 +25,21 @@ pub fn set_server_header(value: Option<&[u8]>) -> Result<(), &'static str> {
     Ok(())
 }
 
+static ALT_SVC: RwLock<Option<Vec<u8>>> = RwLock::new(None);
+static ALT_SVC_SET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Value of the Alt-Svc field added to responses that carry none (HTTP/3's
+/// advertisement, on the native server); `None` adds none.
+pub fn set_alt_svc(value: Option<&[u8]>) -> Result<(), &'static str> {
+    if value.is_some_and(|v| v.iter().any(|&b| !is_field_vchar(b))) {
+        return Err("invalid Alt-Svc value");
+    }
+    let mut guard = ALT_SVC.write().unwrap_or_else(|e| e.into_inner());
+    *guard = value.map(<[u8]>::to_vec);
+    ALT_SVC_SET.store(guard.is_some(), std::sync::atomic::Ordering::Release);
+    Ok(())
+}
+
 /// Whether responses get a Date header the app did not set (RFC 9110 6.6.1
 /// wants one from a server with a clock; a proxy in front may add its own).
 pub fn set_date_header(on: bool) {
@@ -272,6 +287,7 @@ pub struct ResponseHeadBuilder {
     content_length: Option<u64>,
     has_date: bool,
     has_server: bool,
+    has_alt_svc: bool,
 }
 
 fn name_is(name: &[u8], lower: &[u8]) -> bool {
@@ -305,6 +321,7 @@ impl ResponseHeadBuilder {
             content_length: None,
             has_date: false,
             has_server: false,
+            has_alt_svc: false,
         })
     }
 
@@ -319,6 +336,7 @@ impl ResponseHeadBuilder {
         match check_field(name, value)? {
             AppField::Date => self.has_date = true,
             AppField::Server => self.has_server = true,
+            AppField::Other if name.eq_ignore_ascii_case(b"alt-svc") => self.has_alt_svc = true,
             AppField::ContentLength(n) => {
                 match self.content_length {
                     Some(prev) if prev != n => return Err("conflicting Content-Length headers"),
@@ -390,6 +408,14 @@ impl ResponseHeadBuilder {
                 }
             });
             self.buf = buf;
+        }
+        if !self.has_alt_svc && ALT_SVC_SET.load(std::sync::atomic::Ordering::Acquire) {
+            let guard = ALT_SVC.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(value) = guard.as_deref() {
+                self.buf.extend_from_slice(b"Alt-Svc: ");
+                self.buf.extend_from_slice(value);
+                self.buf.extend_from_slice(b"\r\n");
+            }
         }
         self.buf.extend_from_slice(b"\r\n");
         ResponseHead {

@@ -112,6 +112,23 @@ fn set(config: &mut ServerConfig, key: &str, value: &Bound<'_, PyAny>) -> PyResu
         "log_answered" => config.log_answered = value.extract()?,
         "date_header" => config.date_header = value.extract()?,
         "server_header" => config.server_header = header_value(value.extract()?)?,
+        // The worker's index in the --quic-bind groups and its socket in each.
+        "quic" => {
+            let quic: Option<(u8, Vec<i32>)> = value.extract()?;
+            config.quic = quic.map_or_else(Vec::new, |(index, fds)| {
+                fds.into_iter()
+                    .map(|fd| crate::server::QuicSocket { fd, index })
+                    .collect()
+            });
+        }
+        "alt_svc" => {
+            let text: Option<String> = value.extract()?;
+            // The direct HTTP/1.1 loops write their heads with http1_codec,
+            // which holds it for the process (as it does the Server field).
+            crate::http1_codec::set_alt_svc(text.as_deref().map(str::as_bytes))
+                .map_err(PyValueError::new_err)?;
+            config.alt_svc = header_value(text)?;
+        }
         "http" => config.http = http_mode(value.extract()?)?,
         "http2_max_concurrent_streams" => h2.max_concurrent_streams = value.extract()?,
         "http2_initial_stream_window_size" => h2.initial_stream_window_size = value.extract()?,

@@ -77,6 +77,7 @@ fn version_str<'py>(py: Python<'py>, protocol: &'static str) -> Bound<'py, PyStr
     match protocol {
         "HTTP/1.0" => intern!(py, "1.0").clone(),
         "HTTP/2" => intern!(py, "2").clone(),
+        "HTTP/3" => intern!(py, "3").clone(),
         _ => intern!(py, "1.1").clone(),
     }
 }

@@ -7,8 +7,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use crate::server::Incoming;
 use bytes::Bytes;
-use hyper::body::{Body, Incoming};
+use hyper::body::Body;
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{HeaderMap, StatusCode};
 use pyo3::exceptions::{PyStopAsyncIteration, PyValueError};

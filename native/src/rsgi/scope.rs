@@ -62,6 +62,7 @@ impl Scope {
         match self.head.version {
             Version::HTTP_10 => "1.0",
             Version::HTTP_2 => "2",
+            Version::HTTP_3 => "3",
             Version::HTTP_09 => "0.9",
             _ => "1.1",
         }

@@ -97,6 +97,12 @@ pub struct ServerConfig {
     pub log_answered: bool,
     pub date_header: bool,
     pub server_header: Option<HeaderValue>,
+    /// `--quic-bind`: this worker's UDP socket in each group (server/h3);
+    /// empty: no HTTP/3.
+    pub quic: Vec<super::h3::QuicSocket>,
+    /// `--alt-svc` (HTTP/3's advertisement, `h3=":443"; ma=86400`): added to
+    /// HTTP/1.1 and HTTP/2 responses that do not carry one; `None`: none.
+    pub alt_svc: Option<HeaderValue>,
     pub scheme: &'static str,
     pub http: HttpMode,
     pub http2: Http2Config,
@@ -134,6 +140,8 @@ impl Default for ServerConfig {
             log_answered: false,
             date_header: true,
             server_header: Some(HeaderValue::from_static("supervise")),
+            alt_svc: None,
+            quic: Vec::new(),
             scheme: "http",
             http: HttpMode::Auto,
             http2: Http2Config::default(),

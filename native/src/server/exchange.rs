@@ -3,8 +3,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::incoming::Incoming;
 use bytes::Bytes;
-use hyper::body::Incoming;
 
 use super::reply_batch::ReplySlot;
 
@@ -32,6 +32,8 @@ pub struct ConnInfo {
     /// pings and window updates must not keep an idle connection open.
     requests: std::sync::atomic::AtomicU64,
     h2: AtomicBool,
+    /// An HTTP/3 connection: its requests are counted as HTTP/2's are.
+    h3: AtomicBool,
     /// precheck_io.rs cut a chunked body `http1_codec` refused: hyper sees the stream end
     /// inside it, and the body reader must answer 400, not "client gone".
     body_refused: AtomicBool,
@@ -71,6 +73,7 @@ impl ConnInfo {
             chunks_let_go: Default::default(),
             requests: Default::default(),
             h2: AtomicBool::new(false),
+            h3: AtomicBool::new(false),
             body_refused: AtomicBool::new(false),
             upgrade: Default::default(),
             tls: None,
@@ -93,6 +96,14 @@ impl ConnInfo {
     /// Known before the first request is read (ALPN, `--http`, or the preface).
     pub(crate) fn set_h2(&self) {
         self.h2.store(true, Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_h3(&self) {
+        self.h3.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_h3(&self) -> bool {
+        self.h3.load(Ordering::Relaxed)
     }
 
     pub(crate) fn refuse_body(&self) {

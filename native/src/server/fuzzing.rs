@@ -76,6 +76,8 @@ pub(crate) fn config(http: HttpMode) -> ServerConfig {
         limit_request_body: 1 << 20,
         date_header: false,
         server_header: None,
+        alt_svc: None,
+        quic: Vec::new(),
         http,
         ws: Some(WsConfig {
             max_size: 1 << 16,

@@ -23,7 +23,8 @@ pub struct Reject {
 }
 
 pub fn check(head: &mut Parts, cfg: &ServerConfig) -> Result<(), Reject> {
-    if head.version == Version::HTTP_2 {
+    // HTTP/3 heads come through h3, which checks what h2 checks.
+    if head.version >= Version::HTTP_2 {
         check_h2(head, cfg)
     } else {
         check_h1(head, cfg)

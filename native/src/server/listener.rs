@@ -26,7 +26,7 @@ pub struct ListenFd {
     pub unix: bool,
 }
 
-fn dup(fd: RawFd) -> io::Result<OwnedFd> {
+pub(super) fn dup(fd: RawFd) -> io::Result<OwnedFd> {
     // SAFETY: the worker keeps the listening socket open for as long as the
     // server runs (it owns the Python socket object); we only duplicate it.
     unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()

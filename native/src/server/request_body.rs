@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
-use hyper::body::{Body, Incoming};
+use hyper::body::Body;
+
+use super::incoming::Incoming;
 use hyper::StatusCode;
 
 use super::exchange::ConnInfo;
@@ -85,7 +87,7 @@ impl BodyStream {
                 }
                 Some(Err(e)) => {
                     *guard = None;
-                    if malformed(&e) || self.conn.body_refused() {
+                    if e.malformed() || self.conn.body_refused() {
                         // A malformed chunked body: the client gets 400 (unless
                         // the app answered already) and the app an error.
                         self.reply
@@ -189,21 +191,6 @@ impl BodyStream {
             }
         }
     }
-}
-
-/// hyper reports a bad chunked coding as an `InvalidData`/`InvalidInput` I/O
-/// error inside its body error; a cut connection is another I/O kind.
-fn malformed(e: &hyper::Error) -> bool {
-    use std::error::Error;
-    e.is_parse()
-        || e.source()
-            .and_then(|s| s.downcast_ref::<std::io::Error>())
-            .is_some_and(|io| {
-                matches!(
-                    io.kind(),
-                    std::io::ErrorKind::InvalidData | std::io::ErrorKind::InvalidInput
-                )
-            })
 }
 
 fn too_large() -> Reply {

@@ -84,6 +84,13 @@ impl Server {
             };
             let shared = shared.clone();
             let fds = fds.clone();
+            // One quinn endpoint per socket, on the first runtime: its
+            // connections' tasks are spawned where it runs.
+            let quic = if i == 0 {
+                shared.config.quic.clone()
+            } else {
+                Vec::new()
+            };
             let stop = stop.subscribe();
             let mut closed = closed.subscribe();
             let ready = ready_tx.clone();
@@ -101,7 +108,12 @@ impl Server {
                     rt.block_on(async {
                         let started: io::Result<()> = fds
                             .iter()
-                            .try_for_each(|&l| listener::spawn(l, shared.clone(), stop.clone()));
+                            .try_for_each(|&l| listener::spawn(l, shared.clone(), stop.clone()))
+                            .and_then(|()| {
+                                quic.iter().try_for_each(|&q| {
+                                    super::h3::spawn(q, shared.clone(), stop.clone())
+                                })
+                            });
                         let failed = started.is_err();
                         let _ = ready.send(started);
                         if !failed {

@@ -4,7 +4,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use hyper::body::Incoming;
+use super::incoming::Incoming;
 use hyper::header::{HeaderValue, CONNECTION, SERVER};
 use hyper::upgrade::OnUpgrade;
 use hyper::{Method, Request, Response, StatusCode, Version};
@@ -27,14 +27,15 @@ use super::websocket;
 use crate::static_files::{StaticAnswer, StaticBody, StaticRequest};
 
 pub async fn handle(
-    req: Request<Incoming>,
+    req: Request<hyper::body::Incoming>,
     shared: Arc<Shared>,
     conn: Arc<ConnInfo>,
 ) -> Result<Response<ResponseBody>, Infallible> {
     let index = conn.saw_request();
     let h1 = req.version() < Version::HTTP_2;
     let connect = req.method() == Method::CONNECT;
-    let mut response = answer(req, shared, conn.clone(), h1).await;
+    let (head, body) = req.into_parts();
+    let mut response = answer(head, Incoming::Hyper(body), shared, conn.clone(), h1).await;
     if connect && response.status().is_success() {
         // A 2xx to CONNECT carries no content (RFC 9110 9.3.6): what follows
         // it is the tunnel. hyper refuses a body there, and cuts the connection.
@@ -52,13 +53,23 @@ pub async fn handle(
     Ok(response)
 }
 
+/// An HTTP/3 request (h3/request.rs), under the same rules as HTTP/2's.
+pub(super) async fn answer_h3(
+    head: hyper::http::request::Parts,
+    body: Incoming,
+    shared: Arc<Shared>,
+    conn: Arc<ConnInfo>,
+) -> Response<ResponseBody> {
+    answer(head, body, shared, conn, false).await
+}
+
 async fn answer(
-    req: Request<Incoming>,
+    mut head: hyper::http::request::Parts,
+    body: Incoming,
     shared: Arc<Shared>,
     conn: Arc<ConnInfo>,
     h1: bool,
 ) -> Response<ResponseBody> {
-    let (mut head, body) = req.into_parts();
     let websocket = shared.config.ws.is_some()
         && (websocket::is_upgrade(&head) || websocket::is_h2_connect(&head));
     if !websocket {
@@ -81,20 +92,20 @@ async fn answer(
             Ok(handshake) => websocket::upgrade(head, shared.clone(), conn, handshake).await,
             Err(refused) => refused.response(),
         };
-        return with_server(response, &shared.config.server_header);
+        return with_server(response, &shared.config);
     }
     if websocket::is_other_h2_protocol(&head) {
         // An app cannot see `:protocol`, so it could not tell this stream
         // from a plain CONNECT.
         let response = plain(StatusCode::NOT_IMPLEMENTED, "Unknown :protocol", false);
-        return with_server(response, &shared.config.server_header);
+        return with_server(response, &shared.config);
     }
     let tracker = Arc::new(Tracker::default());
     // Dropped with the response body (written or cut off), or here when the
     // connection goes away while the app is still working.
     let Some(guard) = shared.let_in(tracker.clone(), conn.clone()).await else {
         let (status, text) = super::gate::BUSY;
-        return with_server(plain(status, text, false), &shared.config.server_header);
+        return with_server(plain(status, text, false), &shared.config);
     };
     let (tx, rx) = oneshot::channel();
     let ordinal = guard.ordinal;
@@ -115,7 +126,7 @@ async fn answer(
             h1,
         ),
     };
-    let mut response = with_server(response, &shared.config.server_header);
+    let mut response = with_server(response, &shared.config);
     if h1 && shared.closes_after(ordinal) {
         // hyper closes the connection after a response that says so.
         response
@@ -159,6 +170,7 @@ fn version_text(version: Version) -> &'static str {
     match version {
         Version::HTTP_10 => "HTTP/1.0",
         Version::HTTP_11 => "HTTP/1.1",
+        Version::HTTP_3 => "HTTP/3",
         _ => "HTTP/2.0",
     }
 }
@@ -233,7 +245,7 @@ fn answer_static(
         // direct loop: hyper would otherwise close it unannounced.
         headers.insert(CONNECTION, HeaderValue::from_static("close"));
     }
-    with_server(response, &shared.config.server_header)
+    with_server(response, &shared.config)
 }
 
 /// Whether the request announced a body (HTTP/1.1 framing fields).
@@ -268,7 +280,7 @@ fn answer_probe(
             .headers_mut()
             .insert(CONNECTION, HeaderValue::from_static("close"));
     }
-    with_server(response, &shared.config.server_header)
+    with_server(response, &shared.config)
 }
 
 /// hyper does not shut down a connection whose request asked to upgrade: once
@@ -374,13 +386,21 @@ pub(super) fn open_file(
     })
 }
 
+/// The fields the server adds to every response: Server, and Alt-Svc (on
+/// HTTP/3 too, where it renews the client's record of the endpoint).
 fn with_server(
     mut response: Response<ResponseBody>,
-    server: &Option<HeaderValue>,
+    config: &super::config::ServerConfig,
 ) -> Response<ResponseBody> {
-    if let Some(value) = server {
-        if !response.headers().contains_key(SERVER) {
-            response.headers_mut().insert(SERVER, value.clone());
+    let headers = response.headers_mut();
+    if let Some(value) = &config.server_header {
+        if !headers.contains_key(SERVER) {
+            headers.insert(SERVER, value.clone());
+        }
+    }
+    if let Some(value) = &config.alt_svc {
+        if !headers.contains_key(hyper::header::ALT_SVC) {
+            headers.insert(hyper::header::ALT_SVC, value.clone());
         }
     }
     response
