@@ -706,6 +706,8 @@ class Arbiter:
             "New master (pid %s) exited with %s; this master goes on", self.reexec_pid, code
         )
         self.reexec_pid = 0
+        if self.quic is not None:
+            self.quic.routed = None  # the child may have routed: route again
         if self.pidfile is not None:
             self.pidfile.rename(self.cfg.pidfile)
             self.pidfile.create(self.pid)

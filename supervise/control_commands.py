@@ -151,6 +151,8 @@ class ControlCommands:
                 "app": cfg.app_uri,
                 "worker_class": cfg.worker_class_str,
                 "binds": [listener.name for listener in arbiter.listeners],
+                # HTTP/3's UDP addresses, and the indexes workers hold in them.
+                "quic_binds": [g.name for g in arbiter.quic.groups] if arbiter.quic else [],
                 "config": cfg.config,
                 "control_socket": cfg.control_socket,
                 "metrics_bind": cfg.metrics_bind,

@@ -227,6 +227,7 @@ def format_status(answer: dict[str, Any]) -> str:
         f"{gen}, {m['target_workers']} worker(s) wanted",
         f"app     {m['app']} (-k {m['worker_class']})",
         f"binds   {', '.join(m['binds']) or '-'}",
+        *([f"quic    {', '.join(m['quic_binds'])} (HTTP/3, udp)"] if m.get("quic_binds") else []),
         f"config  {m['config'] or '-'}",
     ]
     if m.get("new_master"):
