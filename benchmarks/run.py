@@ -236,6 +236,8 @@ def main(argv: list[str]) -> int:
         print(f"unknown scenarios: {', '.join(unknown)}; known: {', '.join(plan.BY_NAME)}")
         return 2
     protocols = {plan.BY_NAME[s].protocol for s in profile.scenarios} | {"h1"}
+    if any(plan.BY_NAME[s].secure for s in profile.scenarios):
+        protocols.add("tls")
     missing_tools = loadgen.missing_tools(protocols)
     if missing_tools:
         for tool, hint in missing_tools.items():
@@ -363,6 +365,7 @@ def main(argv: list[str]) -> int:
             "single_process": sorted(s.name for s in available[args.python] if not s.multi_worker),
             "wrk_timeout": loadgen.WRK_TIMEOUT,
             "h2_streams": loadgen.H2_STREAMS,
+            "h3_streams": loadgen.H3_STREAMS,
         },
         "machine": machine.describe(),
         "tools": loadgen.tool_versions(),

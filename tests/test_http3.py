@@ -284,3 +284,15 @@ def test_usr2_upgrade_loses_no_request(start_server, pki, tmp_path):
     finally:
         os.kill(new_master, signal.SIGTERM)
         wait_until(lambda: is_gone(new_master))
+
+
+def test_an_idle_connection_is_closed_after_keep_alive(start_server, pki):
+    server = start_h3(start_server, pki, "rsgi", "h3_app:rsgi_app", "--keep-alive", "1")
+    with client_for(server, pki) as client:
+        assert client.request("GET", "/").status == 200
+        # Closed by the server (GOAWAY, then H3_NO_ERROR) once quiet for the keep-alive.
+        wait_until(lambda: not client.connected, timeout=10)
+        assert client.closed_by is not None and client.closed_by[0] == 0x100, client.closed_by
+        # The next request opens a new connection.
+        assert client.request("GET", "/").status == 200
+        assert client.connections_opened == 2

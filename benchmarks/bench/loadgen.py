@@ -1,5 +1,6 @@
 """Load generators on the load core (every core in unpinned tables): wrk (HTTP/1.1),
-h2load (HTTP/2), wsload (WebSocket: benchmarks/wsload, Go, built here on first use).
+h2load (HTTP/2, h2c or over TLS), h3load (HTTP/3: benchmarks/h3load, Go, quic-go) and
+wsload (WebSocket: benchmarks/wsload, Go); the Go ones are built here on first use.
 
 Each returns the same `Load` record, with the counts that tell whether the figure can be
 trusted (non-2xx responses, socket errors, short responses) next to the throughput.
@@ -21,15 +22,23 @@ from bench.scenarios import Scenario
 WRK_SCRIPT = BENCH_DIR / "lua" / "report.lua"
 WSLOAD_SOURCE = BENCH_DIR / "wsload"
 WSLOAD = BENCH_DIR / ".work" / "wsload"
+H3LOAD_SOURCE = BENCH_DIR / "h3load"
+H3LOAD = BENCH_DIR / ".work" / "h3load"
 WRK_TIMEOUT = "4s"
 H2_STREAMS = 10  # concurrent streams per h2load connection; connections = level / this
+# The same for h3load's QUIC connections, so HTTP/3 and HTTP/2 over TLS get the same
+# shape of load: at c=128, 12 connections with 10 requests in flight on each. h3load's
+# own request timeout is WRK_TIMEOUT's 4 s (its default).
+H3_STREAMS = H2_STREAMS
 
 INSTALL_HINTS = {
     "wrk": "apt-get update && apt-get install -y wrk",
     "h2load": "apt-get update && apt-get install -y nghttp2-client",
     "nghttp": "apt-get update && apt-get install -y nghttp2-client",
     "taskset": "apt-get update && apt-get install -y util-linux",
-    "go": "https://go.dev/doc/install (wsload, the WebSocket load generator, is Go)",
+    "go": "https://go.dev/doc/install (wsload and h3load, the WebSocket and HTTP/3 load "
+    "generators, are Go)",
+    "openssl": "apt-get update && apt-get install -y openssl (the TLS scenarios' certificate)",
 }
 
 
@@ -63,14 +72,17 @@ class Load:
 
 
 def missing_tools(protocols: set[str]) -> dict[str, str]:
-    """Tools the requested scenarios need that are not installed -> how to install them."""
+    """Tools the requested scenarios need that are not installed -> how to install them.
+    `protocols`: the scenarios' protocols, and "tls" when one of them is over TLS."""
     needed = {"taskset"}
     if "h1" in protocols:
         needed.add("wrk")
     if "h2" in protocols:
         needed |= {"h2load", "nghttp"}
-    if "ws" in protocols:
+    if "ws" in protocols or "h3" in protocols:
         needed.add("go")
+    if "tls" in protocols or "h3" in protocols:
+        needed.add("openssl")
     return {tool: INSTALL_HINTS[tool] for tool in sorted(needed) if not shutil.which(tool)}
 
 
@@ -199,16 +211,24 @@ def h2load(url: str, scenario: Scenario, connections: int, duration: float, cpus
     return load
 
 
-def wsload_binary() -> Path:
-    """The Go load generator, rebuilt when its source is newer than the binary."""
-    sources = [*WSLOAD_SOURCE.glob("*.go"), WSLOAD_SOURCE / "go.mod"]
+def _go_binary(source: Path, binary: Path) -> Path:
+    """A Go load generator of this suite, rebuilt when its source is newer than the binary."""
+    sources = [*source.glob("*.go"), *source.glob("go.*")]
     newest = max(p.stat().st_mtime for p in sources)
-    if not WSLOAD.exists() or WSLOAD.stat().st_mtime < newest:
-        WSLOAD.parent.mkdir(exist_ok=True)
-        subprocess.run(
-            ["go", "build", "-o", str(WSLOAD), "."], cwd=WSLOAD_SOURCE, check=True, timeout=300
-        )
-    return WSLOAD
+    if not binary.exists() or binary.stat().st_mtime < newest:
+        binary.parent.mkdir(exist_ok=True)
+        subprocess.run(["go", "build", "-o", str(binary), "."], cwd=source, check=True, timeout=300)
+    return binary
+
+
+def wsload_binary() -> Path:
+    return _go_binary(WSLOAD_SOURCE, WSLOAD)
+
+
+def h3load_binary() -> Path:
+    """quic-go's HTTP/3 client (go.sum pins it; the first build fetches the module unless
+    Go's module cache has it)."""
+    return _go_binary(H3LOAD_SOURCE, H3LOAD)
 
 
 def broadcast_messages(duration: float) -> int:
@@ -223,6 +243,20 @@ def wsload(url: str, scenario: Scenario, connections: int, duration: float, cpus
     # A broadcast stops at 4 x duration however far it got.
     out, problem = _execute(cmd, 4 * duration)
     load = _from_json("wsload", connections, out)
+    load.problem = load.problem or problem
+    return load
+
+
+def h3load(url: str, scenario: Scenario, connections: int, duration: float, cpus: str) -> Load:
+    """HTTP/3: `connections` requests in flight, as level / H3_STREAMS QUIC connections
+    (each its own UDP socket) of H3_STREAMS streams, the certificate not verified."""
+    clients = max(1, connections // H3_STREAMS)
+    cmd = _pinned(cpus, [str(h3load_binary()), "-url", url, "-insecure"])
+    cmd += ["-c", str(clients), "-m", str(H3_STREAMS), "-d", f"{duration:g}"]
+    if scenario.method == "POST":
+        cmd += ["-method", "POST", "-body-size", str(scenario.body_size)]
+    out, problem = _execute(cmd, duration)
+    load = _from_json("h3load", connections, out)
     load.problem = load.problem or problem
     return load
 
@@ -249,7 +283,11 @@ def _dispatch(base: str, scenario: Scenario, connections: int, duration: float, 
         return wsload(url, scenario, connections, duration, cpus)
     if scenario.protocol == "h2":
         return h2load(base + scenario.path, scenario, connections, duration, cpus)
-    load = wrk(base + scenario.path, scenario, connections, duration, cpus)
+    if scenario.protocol == "h3":
+        # h3load counts body bytes only (wrk: the whole response), so the same check holds.
+        load = h3load(base + scenario.path, scenario, connections, duration, cpus)
+    else:
+        load = wrk(base + scenario.path, scenario, connections, duration, cpus)
     expected = scenario.expected_body()
     if load.requests and expected is not None and load.bytes_per_request < len(expected):
         load.problem = load.problem or (

@@ -33,8 +33,8 @@ PEERS = [
     "uvicorn-worker",
 ]
 # Each of these may fail to build or have no wheel for a Python version; a failure only
-# removes the servers (or loop) that need it.
-OPTIONAL = ["rloop", "uwsgi", "bjoern", "fastwsgi"]
+# removes the servers (or loop, or Hypercorn's HTTP/3: aioquic) that need it.
+OPTIONAL = ["rloop", "uwsgi", "bjoern", "fastwsgi", "aioquic"]
 # What an optional package needs from the system to build (it ships no wheel): headers,
 # any one of which will do, and how to get them. Checked before pip so the report gives
 # that reason rather than a compiler error, and tried again once they are there.

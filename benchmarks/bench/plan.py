@@ -89,9 +89,15 @@ class Part:
     scenarios: tuple[str, ...] = ()  # of the main and deploy tables; the others have theirs
     interfaces: tuple[str, ...] = ("wsgi", "asgi", "rsgi")  # servers of these interfaces
     pythons: tuple[str, ...] = ()  # the Python table's versions
+    servers: tuple[str, ...] = ()  # only these servers (globs), when not every one
 
 
 _SERVED = ("get-4b", "post-10k", "json", "file")
+# HTTP/3 and, for comparison, the same requests over HTTP/2 with TLS (h2load, ALPN h2),
+# on the servers that serve HTTP/3: supervise's rsgi and native workers (its WSGI and
+# ASGI apps) and Hypercorn (aioquic).
+HTTP3_SCENARIOS = ("h2tls-get", "h2tls-post", "h3-get", "h3-post")
+HTTP3_SERVERS = ("supervise-rsgi", "supervise-native", "supervise-native-asgi", "hypercorn")
 PARTS = {
     "versus-wsgi": Part("one worker, WSGI servers: GET, POST echo, JSON, file", ("main",),
                         _SERVED, ("wsgi",)),
@@ -107,6 +113,8 @@ PARTS = {
                    ("static-1k", "static-1m"), (STATIC,)),
     "scaling": Part("1 and 2 workers; memory with 1, 2 and 4 workers", ("workers", "memory")),
     "runtime": Part("runtime mode and threads; event loops", ("threads", "loops")),
+    "http3": Part("one worker: HTTP/3 GET and POST echo 10 KiB (h3load) against the same "
+                  "servers' HTTP/2 over TLS", ("main",), HTTP3_SCENARIOS, servers=HTTP3_SERVERS),
     **{
         f"python-{py}": Part(f"Python {py}: bytes, str, echo", ("python",), pythons=(py,))
         for py in PYTHONS
@@ -115,8 +123,13 @@ PARTS = {
 
 
 def part_servers(part: Part, servers: list[Server]) -> list[Server]:
-    """The servers of the part's interfaces."""
-    return [s for s in servers if s.interface in part.interfaces]
+    """The servers of the part's interfaces (and of its names, when it names some)."""
+    return [
+        s
+        for s in servers
+        if s.interface in part.interfaces
+        and (not part.servers or any(fnmatch.fnmatch(s.name, p) for p in part.servers))
+    ]
 
 
 def part_profile(part: Part) -> Profile:
@@ -216,6 +229,15 @@ def applicable(point: Point, server: Server) -> bool:
     if point.table == "memory":
         return point.options.workers == 1 or server.multi_worker
     return point.options == Options()
+
+
+def server_options(point: Point) -> Options:
+    """What the server is started with for this point: the table's options, plus TLS
+    (the suite's certificate) for a scenario over https://, and --quic-bind for HTTP/3."""
+    scenario = point.scenario
+    if not scenario.secure:
+        return point.options
+    return replace(point.options, tls=True, quic=scenario.protocol == "h3")
 
 
 def select_servers(servers: list[Server], patterns: list[str], quick_only: bool) -> list[Server]:

@@ -19,10 +19,22 @@ _PR_SET_PDEATHSIG = 1
 _prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def free_port(udp: bool = False) -> int:
+    """A free TCP port; with `udp`, one whose number is free over UDP too (HTTP/3 servers
+    bind both, TLS on TCP and QUIC on UDP, on one number)."""
+    for _ in range(50):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if not udp:
+            return port
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as dgram:
+            try:
+                dgram.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise OSError("no port free over both TCP and UDP")
 
 
 def cpu_list(cpus: Iterable[int]) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from bench.plan import TABLES
 from bench.report_cells import (
+    h3_versus_h2,
     legend,
     noise_spread,
     num,
@@ -48,6 +49,17 @@ def _machine(doc: dict) -> list[str]:
         f"- Load generators: {tools}; wsload (in this suite, Go) for WebSocket. "
         f"wrk: 1 thread, `--timeout {meta['wrk_timeout']}`; h2load: 1 thread, "
         f"{meta['h2_streams']} streams per connection (connections = level / streams)",
+    ]
+    protocols = {p["protocol"] for p in doc["points"]}
+    if "h3" in protocols:
+        lines.append(
+            "- HTTP/3: h3load (in this suite, Go, quic-go's client), "
+            f"{meta.get('h3_streams', meta['h2_streams'])} streams per QUIC connection "
+            "(connections = level / streams), 4 s request timeout; it counts response "
+            "bodies only. HTTP/3 and HTTP/2 over TLS: the servers use a self-signed P-256 "
+            "certificate made for the run, which the clients do not verify"
+        )
+    lines += [
         f"- Python for the servers: {pythons} (suite venvs under `benchmarks/.venvs/`); "
         f"harness on {m['harness_python']}",
         f"- Each point: warm-up {meta['warmup']:g} s at the "
@@ -161,6 +173,18 @@ def render(doc: dict, chart_dir: str) -> str:
             legend(),
             "",
             *summary_table(main, noise_spread(doc, "main")),
+            "",
+        ]
+    versus_h2 = h3_versus_h2(main)
+    if versus_h2:
+        out += [
+            "## HTTP/3 against the same server's HTTP/2 over TLS (pinned, one worker)",
+            "",
+            "The same request, the same certificate and the same load (connections = level "
+            "/ streams): > 1 means the server answers faster over HTTP/3. ⚠: one of the "
+            "two figures had errors.",
+            "",
+            *versus_h2,
             "",
         ]
     memory = [p for p in main if p["scenario"] == "get-4b"]

@@ -3,6 +3,8 @@ the best peer, and the pivots of the dimension tables."""
 
 from __future__ import annotations
 
+from bench.scenarios import BY_NAME
+
 MIB = 2**20
 # A load generator using this much of its core was probably the bottleneck.
 CLIENT_BOUND_PCT = 90.0
@@ -224,3 +226,53 @@ def pivot(points: list[dict]) -> list[str]:
         shown = f"**{name}**" if name.startswith("supervise") else name
         lines.append(f"| {shown} | " + " | ".join(cells) + " |")
     return lines
+
+
+def _same_request_over_h2tls(h3: str, names: set[str]) -> str | None:
+    """The scenario sending what `h3` sends over HTTP/2 with TLS, among `names`."""
+    want = BY_NAME[h3]
+    for name in names:
+        other = BY_NAME.get(name)
+        if (
+            other
+            and other.protocol == "h2"
+            and other.tls
+            and (other.path, other.method, other.body_size)
+            == (want.path, want.method, want.body_size)
+        ):
+            return name
+    return None
+
+
+def h3_versus_h2(points: list[dict]) -> list[str]:
+    """Each server's HTTP/3 against its own HTTP/2 over TLS on the same request (the same
+    certificate and shape of load): what the transport costs or buys, server by server.
+    No lines when the run had no such pair."""
+    by_name = {p["scenario"]: p for p in points}
+    lines = []
+    for name, h3 in by_name.items():
+        if name not in BY_NAME or BY_NAME[name].protocol != "h3":
+            continue
+        pair = _same_request_over_h2tls(name, set(by_name))
+        if pair is None:
+            continue
+        h2 = by_name[pair]
+        for server, entry in h3["servers"].items():
+            other = h2["servers"].get(server, {})
+            if not entry.get("best") or not other.get("best"):
+                continue
+            h3_rps, h2_rps = entry["best"]["rps"], other["best"]["rps"]
+            clean = entry["status"] == "ok" and other["status"] == "ok"
+            warn = "" if clean else " ⚠"
+            ratio = f"{h3_rps / h2_rps:.2f}x" if h2_rps else "—"
+            lines.append(
+                f"| {name_cell(entry)} | {BY_NAME[name].title} | {num(h2_rps)} | {num(h3_rps)} "
+                f"| {ratio}{warn} |"
+            )
+    if not lines:
+        return []
+    return [
+        "| Server | Request | HTTP/2 over TLS RPS | HTTP/3 RPS | HTTP/3 / HTTP/2 |",
+        "|---|---|--:|--:|--:|",
+        *lines,
+    ]

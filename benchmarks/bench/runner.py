@@ -17,7 +17,7 @@ from pathlib import Path
 
 from bench import loadgen, procs, verify
 from bench.peers import BENCH_DIR, Venv, server_env
-from bench.plan import Point, applicable
+from bench.plan import Point, applicable, server_options
 from bench.servers import HOST, Server, Unsupported
 
 
@@ -76,6 +76,12 @@ def _verify(port: int, point: Point, venv: Venv, attempts: int = 3) -> str:
     return problem
 
 
+def _base(point: Point, port: int) -> str:
+    """The server's address for the load generators: https:// over TLS and HTTP/3 (the
+    same port number, TCP and UDP)."""
+    return f"{'https' if point.scenario.secure else 'http'}://{HOST}:{port}"
+
+
 def _entry(point: Point, server: Server, venv: Venv) -> dict:
     return {
         "server": server.name,
@@ -96,9 +102,9 @@ def _run_server(point: Point, server: Server, ctx: Context, entry: dict, rnd: in
     venv = ctx.venvs[point.python]
     scenario = point.scenario
     probing = bool(scenario.needs) and scenario.needs not in server.features
-    port = procs.free_port()
+    port = procs.free_port(udp=scenario.protocol == "h3")
     try:
-        cmd = server.command(venv, port, point.options)
+        cmd = server.command(venv, port, server_options(point))
     except Unsupported as exc:
         entry.update(status="skipped", reason=str(exc))
         return
@@ -122,7 +128,7 @@ def _run_server(point: Point, server: Server, ctx: Context, entry: dict, rnd: in
             time.sleep(2.0)  # the other workers finish booting; the first answered already
         idle = procs.tree_memory(proc.pid)
         entry["memory_idle"] = _min_memory(entry["memory_idle"], idle)
-        base = f"http://{HOST}:{port}"
+        base = _base(point, port)
         # Levels go up, and the warm-up is at the first: a server whose thread pool
         # grows with its connections (Granian's WSGI starts a Python thread per busy
         # connection and keeps an idle one 30 s) would otherwise carry the highest
@@ -244,7 +250,7 @@ def noise(point: Point, server: Server, level: int, repeats: int, ctx: Context) 
     readers need to judge a difference between two servers."""
     venv = ctx.venvs[point.python]
     port = procs.free_port()
-    cmd = server.command(venv, port, point.options)
+    cmd = server.command(venv, port, server_options(point))
     logfile = ctx.logs / f"noise-{server.name}.log"
     server_cpus, load_cpus = ctx.placement(point)
     proc = procs.start(cmd, cpus=server_cpus, cwd=BENCH_DIR, env=_env(venv, ctx), log=logfile)
@@ -252,7 +258,7 @@ def noise(point: Point, server: Server, level: int, repeats: int, ctx: Context) 
     try:
         if not procs.wait_listening(proc, port, ctx.start_timeout) or _verify(port, point, venv):
             return {"server": server.name, "problem": f"could not start: {_tail(logfile)}"}
-        base = f"http://{HOST}:{port}"
+        base = _base(point, port)
         if ctx.warmup > 0:
             loadgen.run(base, point.scenario, level, ctx.warmup, load_cpus)
         for _ in range(repeats):

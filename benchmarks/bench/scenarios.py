@@ -19,7 +19,9 @@ class Scenario:
     name: str
     title: str
     path: str
-    protocol: str = "h1"  # "h1" (wrk), "h2" (h2load, h2c prior knowledge), "ws" (wsload, Go)
+    # "h1" (wrk), "h2" (h2load: h2c prior knowledge, or ALPN h2 over TLS), "h3" (h3load,
+    # Go: HTTP/3 over QUIC, always TLS), "ws" (wsload, Go)
+    protocol: str = "h1"
     method: str = "GET"
     body_size: int = 0  # request body for POST, the apps' pattern bytes
     interfaces: frozenset[str] = ALL_INTERFACES
@@ -31,11 +33,24 @@ class Scenario:
     # client's messages, so the work grows with the square of the clients;
     # the profile's 64, 128 and 256 become Granian's 8, 16 and 32 clients.
     level_divisor: int = 1
+    # Over TLS (https://, the suite's self-signed certificate): HTTP/2 by ALPN rather than
+    # h2c. HTTP/3 always is, whatever this says.
+    tls: bool = False
+
+    @property
+    def secure(self) -> bool:
+        """The server must be started with the certificate, and is asked over https://."""
+        return self.tls or self.protocol == "h3"
 
     @property
     def needs(self) -> str:
-        """The server feature this scenario requires beyond HTTP/1.1."""
-        return "" if self.protocol == "h1" else self.protocol
+        """The server feature this scenario requires beyond HTTP/1.1: "h2" (h2c), "h2tls"
+        (ALPN h2), "h3", "ws"."""
+        if self.protocol == "h1":
+            return ""  # over TLS too: a server the suite cannot start so is skipped
+        if self.protocol == "h2" and self.tls:
+            return "h2tls"
+        return self.protocol
 
     def levels(self, asked: tuple[int, ...]) -> tuple[int, ...]:
         """The concurrency levels this scenario runs at, of those asked."""
@@ -100,6 +115,22 @@ SCENARIOS = [
     Scenario("h2-get", "HTTP/2 GET 4 B (h2c)", "/4b", protocol="h2"),
     Scenario(
         "h2-post", "HTTP/2 POST echo 4 B (h2c)", "/echo", protocol="h2", method="POST", body_size=4
+    ),
+    # HTTP/3 against the same server's HTTP/2 over TLS: the same certificate, the same
+    # requests, the same shape of load (connections = level / streams, 10 streams each).
+    Scenario("h2tls-get", "HTTP/2 over TLS GET 4 B (ALPN h2)", "/4b", protocol="h2", tls=True),
+    Scenario(
+        "h2tls-post",
+        "HTTP/2 over TLS POST echo 10 KiB (ALPN h2)",
+        "/echo",
+        protocol="h2",
+        method="POST",
+        body_size=10240,
+        tls=True,
+    ),
+    Scenario("h3-get", "HTTP/3 GET 4 B", "/4b", protocol="h3"),
+    Scenario(
+        "h3-post", "HTTP/3 POST echo 10 KiB", "/echo", protocol="h3", method="POST", body_size=10240
     ),
     Scenario(
         "ws-echo",

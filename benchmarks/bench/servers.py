@@ -53,6 +53,11 @@ class Options:
     # run them; True: the server on its core, the load generator on another.
     pinned: bool = True
     echo: bool = False  # serve the echo app instead of the benchmark app
+    # Set from the scenario (plan.server_options), not a table's dimension: TLS on the TCP
+    # port with the suite's self-signed certificate (tls_files), and HTTP/3 on the same
+    # port number over UDP as well (quic).
+    tls: bool = False
+    quic: bool = False
 
     def app(self, interface: str) -> str:
         return (ECHO_APPS if self.echo else APPS)[interface]
@@ -69,6 +74,10 @@ class Options:
             parts.append("unpinned")
         if self.echo:
             parts.append("echo")
+        if self.quic:
+            parts.append("tls+h3")
+        elif self.tls:
+            parts.append("tls")
         return " ".join(parts)
 
 
@@ -85,7 +94,8 @@ class Server:
     interface: str  # "wsgi" | "asgi" | "rsgi"
     dist: str  # distribution whose version identifies the server
     build: Builder = field(repr=False)
-    features: frozenset[str] = frozenset()  # beyond HTTP/1.1: "h2", "ws"
+    # beyond HTTP/1.1 in clear text: "h2" (h2c), "h2tls" (ALPN h2), "h3", "ws"
+    features: frozenset[str] = frozenset()
     probe_features: bool = False  # try unlisted features and use them if they work
     loops: tuple[str, ...] = ()
     runtime_threads: bool = False
@@ -93,6 +103,7 @@ class Server:
     multi_worker: bool = True
     quick: bool = False  # part of the --quick subset
     explicit: bool = False  # run only when --servers names it (a variant, not a peer)
+    tls: bool = False  # its builder starts it with the certificate when Options.tls asks
     note: str = ""
     # A program of the system rather than a PyPI distribution (nginx): found on PATH,
     # its version asked of it (set by available_peers).
@@ -114,7 +125,52 @@ class Server:
             raise Unsupported("has no runtime threads setting")
         if opts.runtime_mode and not self.runtime_mode:
             raise Unsupported("has no runtime mode setting (st/mt)")
+        if opts.tls and not self.tls:
+            raise Unsupported("not started over TLS by this suite")
+        if opts.quic and "h3" not in self.features:
+            raise Unsupported("serves no HTTP/3")
         return self.build(venv, port, opts)
+
+
+# -- TLS: one self-signed certificate per run, for 127.0.0.1 ----------------------------
+TLS_DIR = BENCH_DIR / ".work" / "tls"
+# HTTP/3 on a UDP address: supervise's and Hypercorn's name alike.
+QUIC_FLAG = "--quic-bind"
+_tls_made: list[tuple[str, str]] = []  # this process's (cert, key), made on first use
+
+
+def tls_files() -> tuple[str, str]:
+    """The certificate and key (PEM) the TLS and HTTP/3 scenarios' servers are started
+    with: a fresh self-signed P-256 certificate for IP 127.0.0.1 the first time a run asks,
+    under .work/tls/. Relative to benchmarks/, where servers start, so the report's command
+    lines stay free of this checkout's path. The load generators do not verify it."""
+    if not _tls_made:
+        TLS_DIR.mkdir(parents=True, exist_ok=True)
+        cert, key = TLS_DIR / "cert.pem", TLS_DIR / "key.pem"
+        cmd = ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt"]
+        cmd += ["ec_paramgen_curve:prime256v1", "-nodes", "-days", "30", "-subj"]
+        cmd += [f"/CN={HOST}", "-addext", f"subjectAltName=IP:{HOST}"]
+        cmd += ["-keyout", str(key), "-out", str(cert)]
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise Unsupported(f"no certificate: openssl failed ({exc})") from exc
+        if done.returncode != 0:
+            raise Unsupported(f"no certificate: openssl exited {done.returncode}")
+        _tls_made.append((str(cert.relative_to(BENCH_DIR)), str(key.relative_to(BENCH_DIR))))
+    return _tls_made[0]
+
+
+def _tls_args(opts: Options, port: int) -> list[str]:
+    """The certificate options, and --quic-bind on the TCP port's number for HTTP/3: the
+    names supervise and Hypercorn share (Gunicorn's)."""
+    if not opts.tls and not opts.quic:
+        return []
+    cert, key = tls_files()
+    args = ["--certfile", cert, "--keyfile", key]
+    if opts.quic:
+        args += [QUIC_FLAG, f"{HOST}:{port}"]
+    return args
 
 
 def _granian(interface: str) -> Builder:
@@ -143,6 +199,8 @@ def _uvicorn(http: str) -> Builder:
 
 def _hypercorn(venv: Venv, port: int, opts: Options) -> list[str]:
     cmd = [venv.bin("hypercorn"), "-k", opts.loop or "uvloop", "-w", str(opts.workers)]
+    # Over TLS it offers h2 by ALPN; --quic-bind (aioquic) adds HTTP/3 on the UDP port.
+    cmd += _tls_args(opts, port)
     return [*cmd, "-b", f"{HOST}:{port}", "--log-level", "warning", opts.app("asgi")]
 
 
@@ -199,6 +257,9 @@ def _launched(peer: str) -> Builder:
 
 
 ALL_LOOPS = ("asyncio", "uvloop", "rloop")
+# A peer's feature that needs a distribution of its own: without it, the feature's
+# scenarios leave the peer out (the report says why).
+FEATURE_DISTS = {"h3": "aioquic"}
 
 PEERS = [
     Server("granian-wsgi", "wsgi", "granian", _granian("wsgi"), frozenset({"h2"}),
@@ -221,8 +282,9 @@ PEERS = [
            loops=("asyncio", "uvloop"), quick=True, note="httptools parser, uvloop"),
     Server("uvicorn-h11", "asgi", "uvicorn", _uvicorn("h11"), frozenset({"ws"}),
            loops=("asyncio", "uvloop"), note="h11 parser, uvloop"),
-    Server("hypercorn", "asgi", "hypercorn", _hypercorn, frozenset({"h2", "ws"}),
-           loops=("asyncio", "uvloop"), note="uvloop worker"),
+    # HTTP/3 with aioquic installed (available_peers drops "h3" without it).
+    Server("hypercorn", "asgi", "hypercorn", _hypercorn, frozenset({"h2", "h2tls", "h3", "ws"}),
+           loops=("asyncio", "uvloop"), tls=True, note="uvloop worker"),
     Server("daphne", "asgi", "daphne", _daphne, frozenset({"ws"}), multi_worker=False,
            note="Twisted; no worker processes, HTTP/2 only over TLS"),
     # Gunicorn's own asyncio worker; h2c as well as HTTP/1.1 on the one port ("both":
@@ -316,16 +378,18 @@ SUPERVISE_WORKERS = {
         ("--worker-connections", str(WORKER_CONNECTIONS)),
     ),
     "asgi": WorkerClass("asgi", "supervise.workers.asgi", frozenset({"ws"})),
-    "rsgi": WorkerClass("rsgi", "supervise.workers.rsgi", frozenset({"h2", "ws"})),
+    # HTTP/2 over TLS by ALPN on every TLS --bind; HTTP/3 with --quic-bind (rows get "h3"
+    # once `supervise --help` lists it).
+    "rsgi": WorkerClass("rsgi", "supervise.workers.rsgi", frozenset({"h2", "h2tls", "h3", "ws"})),
     # WSGI on the rsgi worker's tokio + hyper server (HTTP/2 included), the app called on
     # the runtime thread that read the request. One thread (one single-threaded runtime)
     # everywhere, the bjoern model, so it compares with bjoern and fastwsgi per core.
     "native": WorkerClass(
-        "wsgi", "supervise.workers.native", frozenset({"h2"}), ("--threads", "1")
+        "wsgi", "supervise.workers.native", frozenset({"h2", "h2tls", "h3"}), ("--threads", "1")
     ),
     # ASGI apps on the same server: the app on the worker's asyncio loop, as with rsgi.
     "native-asgi": WorkerClass(
-        "asgi", "supervise.workers.native", frozenset({"h2"}), worker="native"
+        "asgi", "supervise.workers.native", frozenset({"h2", "h2tls", "h3"}), worker="native"
     ),
 }
 # The settings the loops / runtime-threads tables need; used once `supervise --help`
@@ -374,6 +438,7 @@ def _supervise(
             cmd += [RUNTIME_THREADS_FLAG, str(opts.runtime_threads)]
         if opts.runtime_mode:
             cmd += [RUNTIME_MODE_FLAG, opts.runtime_mode]
+        cmd += _tls_args(opts, port)
         return [*cmd, "-b", f"{HOST}:{port}", "--log-level", "warning", opts.app(wc.interface)]
 
     return build
@@ -413,6 +478,8 @@ def supervise_rows(help_text: str, present: set[str]) -> list[Server]:
         if wc.module not in present:
             continue
         async_worker = wc.interface in ("asgi", "rsgi")
+        if QUIC_FLAG not in help_text:
+            wc = replace(wc, features=wc.features - {"h3"})
         servers.append(
             Server(
                 f"supervise-{kind}",
@@ -421,6 +488,7 @@ def supervise_rows(help_text: str, present: set[str]) -> list[Server]:
                 _supervise(kind, wc),
                 wc.features,
                 probe_features=True,
+                tls=True,
                 loops=ALL_LOOPS if async_worker and LOOP_FLAG in help_text else (),
                 runtime_threads=wc.interface == "rsgi" and RUNTIME_THREADS_FLAG in help_text,
                 runtime_mode=wc.interface == "rsgi" and RUNTIME_MODE_FLAG in help_text,
@@ -437,6 +505,7 @@ def supervise_rows(help_text: str, present: set[str]) -> list[Server]:
                     _supervise(kind, wc, metrics=True),
                     wc.features,
                     probe_features=True,
+                    tls=True,
                     explicit=True,
                     note=" ".join(["-k", wc.worker or kind, *wc.extra, METRICS_FLAG, "unix:..."]),
                 )
@@ -453,6 +522,7 @@ def supervise_rows(help_text: str, present: set[str]) -> list[Server]:
                     _supervise(kind, wc, access=access),
                     wc.features,
                     probe_features=True,
+                    tls=True,
                     explicit=True,
                     note=f"-k {wc.worker or kind} {' '.join(wc.extra)} {extra}".replace("  ", " "),
                 )
@@ -475,7 +545,7 @@ def supervise_rows(help_text: str, present: set[str]) -> list[Server]:
 def every_row() -> list[Server]:
     """Every server the suite knows, as if every peer installed and supervise's build had
     every worker class and setting: what `--list` plans and estimates without venvs."""
-    flags = [LOOP_FLAG, RUNTIME_THREADS_FLAG, RUNTIME_MODE_FLAG, METRICS_FLAG, JSON_FLAG]
+    flags = [LOOP_FLAG, RUNTIME_THREADS_FLAG, RUNTIME_MODE_FLAG, METRICS_FLAG, JSON_FLAG, QUIC_FLAG]
     modules = {wc.module for wc in SUPERVISE_WORKERS.values()}
     return [*PEERS, *STATIC_PEERS, *supervise_rows(" ".join([*flags, STATIC_FLAG]), modules)]
 
@@ -490,6 +560,11 @@ def available_peers(venv: Venv) -> tuple[list[Server], dict[str, str]]:
         loops = tuple(loop for loop in server.loops if loop != "rloop" or venv.has("rloop"))
         if loops != server.loops:
             server = replace(server, loops=loops)
+        for feature, dist in FEATURE_DISTS.items():
+            if feature in server.features and not venv.has(dist):
+                server = replace(server, features=server.features - {feature})
+                why = venv.failed.get(dist, f"{dist} not installed")
+                missing[f"{server.name} ({feature})"] = why
         peers.append(server)
     for server in STATIC_PEERS:
         if server.system:

@@ -4,7 +4,7 @@
 //
 //	h3load -url https://127.0.0.1:8443/ -c 16 -d 5
 //	h3load -url https://127.0.0.1:8443/echo -c 16 -m 4 -d 5 -method POST -body-size 10240
-//	h3load -url https://127.0.0.1:8443/ -verify
+//	h3load -url https://127.0.0.1:8443/ -verify [-o body.bin]
 //
 // -c QUIC connections, each its own http3.Transport (its own UDP socket), so
 // N connections are N QUIC connections; -m requests in flight on each (one
@@ -102,8 +102,9 @@ func (cfg *config) header() http.Header {
 	return h
 }
 
-// verify: one request on a fresh connection; "" when it came back 2xx.
-func verify(cfg *config) string {
+// verify: one request on a fresh connection; "" when it came back 2xx. With
+// out set, the body is written there, for the caller to check byte for byte.
+func verify(cfg *config, out string) string {
 	tr := cfg.transport()
 	defer tr.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
@@ -120,6 +121,11 @@ func verify(cfg *config) string {
 	if resp.StatusCode/100 != 2 {
 		return fmt.Sprintf("status %d, %d B body", resp.StatusCode, len(data))
 	}
+	if out != "" {
+		if err := os.WriteFile(out, data, 0o644); err != nil {
+			return err.Error()
+		}
+	}
 	return ""
 }
 
@@ -134,6 +140,7 @@ func main() {
 	insecure := flag.Bool("insecure", true, "skip certificate verification (-insecure=false to verify)")
 	timeout := flag.Duration("timeout", 4*time.Second, "a request slower than this is a timeout error")
 	check := flag.Bool("verify", false, "one request; exit 0 if it came back 2xx")
+	bodyOut := flag.String("o", "", "with -verify: write the response body to this file")
 	flag.Parse()
 	target, err := url.Parse(*rawURL)
 	if err != nil || target.Scheme != "https" || target.Host == "" {
@@ -157,7 +164,7 @@ func main() {
 		os.Exit(2)
 	}
 	if *check {
-		if problem := verify(cfg); problem != "" {
+		if problem := verify(cfg, *bodyOut); problem != "" {
 			fmt.Println(problem)
 			os.Exit(1)
 		}

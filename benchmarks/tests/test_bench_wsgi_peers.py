@@ -50,7 +50,8 @@ def test_supervise_native_is_a_wsgi_worker_with_one_thread() -> None:
     wc = servers.SUPERVISE_WORKERS["native"]
     assert wc.interface == "wsgi"
     assert wc.module == "supervise.workers.native"
-    assert wc.features == {"h2"}  # the rsgi worker's engine: h2c runs, a wrong answer fails
+    # The rsgi worker's engine: h2c, h2 over TLS and HTTP/3 run, a wrong answer fails.
+    assert wc.features == {"h2", "h2tls", "h3"}
     cmd = servers._supervise("native", wc)(VENV, 8000, Options(workers=2, pinned=False))
     assert cmd[1:7] == ["-k", "native", "-w", "2", "--threads", "1"]
     assert cmd[-1] == "apps.wsgi_app:app"

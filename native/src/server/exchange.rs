@@ -120,7 +120,7 @@ impl ConnInfo {
 
     /// Changes while the client is doing something.
     pub(crate) fn activity(&self) -> u64 {
-        if self.is_h2() {
+        if self.is_h2() || self.is_h3() {
             self.requests.load(Ordering::Relaxed)
         } else {
             self.read_bytes.load(Ordering::Relaxed)

@@ -57,6 +57,17 @@ pub(super) async fn serve(
     let mut stopping = *stop.borrow();
     let mut goaway_sent = false;
     let mut grace_timer = Box::pin(tokio::time::sleep(STOP_GRACE));
+    // Idle as an HTTP/2 connection is (connection.rs): no request for
+    // `--keep-alive`. QUIC's own idle timeout does not see it, since the
+    // client's PINGs count as activity there.
+    let idle_tick = shared
+        .config
+        .keepalive
+        .or(shared.config.header_timeout)
+        .map(|idle| idle / 2);
+    let mut idle_timer = Box::pin(tokio::time::sleep(idle_tick.unwrap_or(STOP_GRACE)));
+    let mut quiet_ticks = 0u32;
+    let mut seen = conn.activity();
     loop {
         if stopping && !goaway_sent && (accepted || grace_timer.is_elapsed()) {
             goaway_sent = true;
@@ -76,9 +87,29 @@ pub(super) async fn serve(
             },
             _ = stop.changed(), if !stopping => {
                 stopping = true;
+                quiet_ticks = 0;
                 grace_timer.as_mut().reset(tokio::time::Instant::now() + STOP_GRACE);
+                idle_timer.as_mut().reset(tokio::time::Instant::now() + STOP_GRACE / 2);
             }
             _ = grace_timer.as_mut(), if stopping && !goaway_sent => {}
+            _ = idle_timer.as_mut(), if stopping || idle_tick.is_some() => {
+                let now = conn.activity();
+                let busy = conn.busy.load(std::sync::atomic::Ordering::Relaxed);
+                quiet_ticks = if busy == 0 && now == seen { quiet_ticks + 1 } else { 0 };
+                seen = now;
+                // Two quiet ticks: idle for 1 to 1.5 times the tick's double.
+                // h3 ends `accept()` only once the *client* has sent GOAWAY,
+                // so a connection we sent ours on is closed here once quiet.
+                if quiet_ticks >= 2 {
+                    if stopping || !accepted {
+                        break;
+                    }
+                    stopping = true;
+                    quiet_ticks = 0;
+                }
+                let tick = if stopping { STOP_GRACE / 2 } else { idle_tick.unwrap_or(STOP_GRACE) };
+                idle_timer.as_mut().reset(tokio::time::Instant::now() + tick);
+            }
         }
     }
     // Requests still writing hold their streams; the connection closes once

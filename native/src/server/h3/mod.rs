@@ -111,11 +111,15 @@ fn transport(config: &super::config::ServerConfig) -> quinn::TransportConfig {
     ));
     // What one connection's responses may hold unacknowledged.
     t.send_window(h2.max_send_buffer_size.max(64 * 1024) as u64 * 4);
+    // connection.rs closes a connection with no request for `--keep-alive`
+    // politely (GOAWAY, then H3_NO_ERROR); QUIC's own idle timeout, which
+    // drops it silently, is only for a peer that has gone: set past it.
     let idle = config
         .keepalive
         .or(config.header_timeout)
         .unwrap_or(Duration::from_secs(30));
-    t.max_idle_timeout(quinn::IdleTimeout::try_from(idle).ok());
+    let quic_idle = (idle * 2).max(Duration::from_secs(5));
+    t.max_idle_timeout(quinn::IdleTimeout::try_from(quic_idle).ok());
     t
 }
 

@@ -29,9 +29,20 @@ pub(super) async fn serve(
     // missing, repeated or out of place; upper-case names) with
     // H3_MESSAGE_ERROR, as h2 does on HTTP/2, and answers 431 past
     // the field section limit.
-    let Ok((request, stream)) = resolver.resolve_request().await else {
+    // A stream that never sends its head is dropped after --header-timeout,
+    // as a connection that never sends one is on HTTP/1.1.
+    let resolving = resolver.resolve_request();
+    let resolved = match shared.config.header_timeout {
+        Some(limit) => match tokio::time::timeout(limit, resolving).await {
+            Ok(resolved) => resolved,
+            Err(_) => return,
+        },
+        None => resolving.await,
+    };
+    let Ok((request, stream)) = resolved else {
         return;
     };
+    conn.saw_request();
     let (mut send, recv) = stream.split();
     let (head, ()) = request.into_parts();
     let head_only = head.method == Method::HEAD;
