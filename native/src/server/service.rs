@@ -386,8 +386,8 @@ pub(super) fn open_file(
     })
 }
 
-/// The fields the server adds to every response: Server, and Alt-Svc (on
-/// HTTP/3 too, where it renews the client's record of the endpoint).
+/// The fields the server adds to every response: Server, and Alt-Svc
+/// (h3/request.rs takes it off HTTP/3's).
 fn with_server(
     mut response: Response<ResponseBody>,
     config: &super::config::ServerConfig,

@@ -25,6 +25,8 @@ pub struct RequestBody {
     declared: Option<u64>,
     received: u64,
     stage: Stage,
+    /// The client's side of the stream has ended and all of it was read.
+    at_end: bool,
 }
 
 impl RequestBody {
@@ -41,6 +43,7 @@ impl RequestBody {
             declared,
             received: 0,
             stage,
+            at_end: false,
         }
     }
 
@@ -74,6 +77,7 @@ impl RequestBody {
                         return Poll::Ready(Some(Ok(Frame::data(data))));
                     }
                     Poll::Ready(Ok(None)) => {
+                        self.at_end = true;
                         if self.declared.is_some_and(|n| self.received != n) {
                             return self.fail(IncomingError::H3Malformed);
                         }
@@ -99,11 +103,39 @@ impl RequestBody {
         }
     }
 
+    /// Reads what has already come of a body nobody read (a GET's empty one,
+    /// usually): a stream dropped before its end is read makes quinn send
+    /// STOP_SENDING, one more packet per request, for a side the client has
+    /// already finished.
+    fn read_out_what_came(&mut self) {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        for _ in 0..4 {
+            match self.stream.poll_recv_data(&mut cx) {
+                Poll::Ready(Ok(Some(_))) => continue,
+                Poll::Ready(Ok(None)) => {
+                    self.at_end = true;
+                    return;
+                }
+                _ => return,
+            }
+        }
+    }
+
     fn fail(&mut self, e: IncomingError) -> Poll<Option<Result<Frame<Bytes>, IncomingError>>> {
         self.stage = Stage::Done;
-        // The rest is not wanted: the client may stop sending it.
+        // The rest is not wanted: the client may stop sending it (and
+        // nothing is to be read out at the drop).
+        self.at_end = true;
         self.stream
             .stop_sending(h3::error::Code::H3_REQUEST_CANCELLED);
         Poll::Ready(Some(Err(e)))
+    }
+}
+
+impl Drop for RequestBody {
+    fn drop(&mut self) {
+        if !self.at_end {
+            self.read_out_what_came();
+        }
     }
 }

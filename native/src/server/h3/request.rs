@@ -51,11 +51,14 @@ pub(super) async fn serve(
         None => {
             let declared = content_length(&head.headers);
             let body = Incoming::H3(RequestBody::new(recv, declared));
-            service::answer_h3(head, body, shared.clone(), conn).await
+            // Boxed: the answer's state is large, and inline it would make every
+            // request task (and so the copy into tokio's task cell) that large.
+            Box::pin(service::answer_h3(head, body, shared.clone(), conn)).await
         }
     };
     let send_timeout = shared.config.send_timeout;
-    let _ = write(&mut send, response, head_only, send_timeout).await;
+    let date_header = shared.config.date_header;
+    let _ = write(&mut send, response, head_only, send_timeout, date_header).await;
 }
 
 /// RFC 9114 4.2: fields that only mean something on one HTTP/1.1 hop make a
@@ -98,11 +101,14 @@ fn content_length(headers: &hyper::HeaderMap) -> Option<u64> {
 
 /// Fields HTTP/3 does not carry (RFC 9114 4.2): the server's own
 /// `Connection: close` and anything an app set for HTTP/1.1's framing.
-const NOT_ON_H3: [HeaderName; 4] = [
+/// Alt-Svc too: the client that reads it is on HTTP/3 already, and QPACK
+/// would Huffman-code it into every response.
+const NOT_ON_H3: [HeaderName; 5] = [
     hyper::header::CONNECTION,
     hyper::header::TRANSFER_ENCODING,
     HeaderName::from_static("keep-alive"),
     hyper::header::UPGRADE,
+    hyper::header::ALT_SVC,
 ];
 
 async fn write(
@@ -110,10 +116,18 @@ async fn write(
     response: Response<ResponseBody>,
     head_only: bool,
     send_timeout: Option<std::time::Duration>,
+    date_header: bool,
 ) -> Result<(), ()> {
     let (mut parts, mut body) = response.into_parts();
     for name in NOT_ON_H3.iter() {
         parts.headers.remove(name);
+    }
+    if date_header && !parts.headers.contains_key(hyper::header::DATE) {
+        // hyper adds it on HTTP/1.1 and HTTP/2 (RFC 9110 6.6.1); cached per second.
+        let date = crate::http1_codec::date::http_date_now();
+        if let Ok(value) = HeaderValue::from_bytes(&date) {
+            parts.headers.insert(hyper::header::DATE, value);
+        }
     }
     if head_only {
         // RFC 9110 9.3.2 lets a HEAD response leave out what only the content
