@@ -128,6 +128,23 @@ def free_port() -> int:
     raise RuntimeError(f"no free port in {ports.start}..{ports.stop}")
 
 
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A throw-away CA (trustme) and what it issued, as files: ca.pem;
+    server.pem + server.key (127.0.0.1, localhost); client.pem + client.key."""
+    trustme = pytest.importorskip("trustme")
+    ca = trustme.CA()
+    folder = tmp_path_factory.mktemp("pki")
+    ca.cert_pem.write_to_path(str(folder / "ca.pem"))
+    server = ca.issue_cert("127.0.0.1", "localhost")
+    server.cert_chain_pems[0].write_to_path(str(folder / "server.pem"))
+    server.private_key_pem.write_to_path(str(folder / "server.key"))
+    client = ca.issue_cert("client@example.com")
+    client.cert_chain_pems[0].write_to_path(str(folder / "client.pem"))
+    client.private_key_pem.write_to_path(str(folder / "client.key"))
+    return folder
+
+
 def children_of(pid: int) -> list[int]:
     """Direct children of a process, read from /proc (no psutil needed)."""
     kids = []

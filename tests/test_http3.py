@@ -22,7 +22,6 @@ import pytest
 
 pytest.importorskip("aioquic")
 import httpx
-import trustme
 from conftest import free_port, is_gone, wait_until
 from h3client import H3Client, H3ConnectionClosed, H3Error, H3StreamReset
 
@@ -31,21 +30,6 @@ KINDS = [
     pytest.param(("native", "h3_app:app"), id="native-wsgi"),
     pytest.param(("native", "h3_app:asgi_app"), id="native-asgi"),
 ]
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """ca.pem; server.pem + server.key (127.0.0.1); client.pem + client.key."""
-    ca = trustme.CA()
-    pki = tmp_path_factory.mktemp("pki")
-    ca.cert_pem.write_to_path(str(pki / "ca.pem"))
-    server = ca.issue_cert("127.0.0.1", "localhost")
-    server.cert_chain_pems[0].write_to_path(str(pki / "server.pem"))
-    server.private_key_pem.write_to_path(str(pki / "server.key"))
-    client = ca.issue_cert("client@example.com")
-    client.cert_chain_pems[0].write_to_path(str(pki / "client.pem"))
-    client.private_key_pem.write_to_path(str(pki / "client.key"))
-    return pki
 
 
 def start_h3(start_server, pki: Path, kind: str, app: str, *args: str, client_cert: bool = False):

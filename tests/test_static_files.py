@@ -754,18 +754,6 @@ def test_http2_prior_knowledge(start_server, tree, worker_app):
 # -- TLS -----------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    trustme = pytest.importorskip("trustme")
-    ca = trustme.CA()
-    pki = tmp_path_factory.mktemp("pki")
-    ca.cert_pem.write_to_path(str(pki / "ca.pem"))
-    cert = ca.issue_cert("127.0.0.1", "localhost")
-    cert.cert_chain_pems[0].write_to_path(str(pki / "server.pem"))
-    cert.private_key_pem.write_to_path(str(pki / "server.key"))
-    return pki
-
-
 def _wait_tls(server: Server, ctx: ssl.SSLContext, timeout: float = 20) -> None:
     deadline = time.monotonic() + timeout
     while True:
