@@ -552,6 +552,13 @@ class H3Client:
         return bool(current and current.protocol.closed_by is None)
 
     @property
+    def handshake_retried(self) -> bool:
+        """Whether the server sent Retry before the current connection (it
+        made the client prove its address, RFC 9000 8.1.2)."""
+        current = self._current
+        return bool(current and getattr(current.protocol._quic, "_retry_count", 0))
+
+    @property
     def closed_by(self) -> tuple[int, str] | None:
         """(error code, reason) that closed the current connection, if it is closed."""
         current = self._current

@@ -284,3 +284,18 @@ def test_an_idle_connection_is_closed_after_keep_alive(start_server, pki):
         # The next request opens a new connection.
         assert client.request("GET", "/").status == 200
         assert client.connections_opened == 2
+
+
+def test_past_half_the_connections_a_new_client_proves_its_address(start_server, pki):
+    # Handshakes from spoofed addresses must not hold every seat: past half of
+    # --worker-connections the server answers a new client with Retry first.
+    server = start_h3(start_server, pki, "rsgi", "h3_app:rsgi_app", "--worker-connections", "4")
+    with (
+        client_for(server, pki) as first,
+        client_for(server, pki) as second,
+        client_for(server, pki) as third,
+    ):
+        assert first.request("GET", "/").status == 200
+        assert second.request("GET", "/").status == 200
+        assert third.request("GET", "/").status == 200
+        assert third.handshake_retried

@@ -147,6 +147,12 @@ async fn accept_loop(
                     incoming.refuse();
                     continue;
                 }
+                if must_prove_address(&incoming, shared) {
+                    // A Retry costs us no state: a spoofed source never
+                    // answers it, so it cannot fill the connection seats.
+                    let _ = incoming.retry();
+                    continue;
+                }
                 let held = shared.counters.connection();
                 let live = LiveGuard::new(live.clone(), open.clone());
                 let shared = shared.clone();
@@ -191,4 +197,18 @@ impl Drop for LiveGuard {
 fn room_is_full(shared: &Shared) -> bool {
     let cap = shared.config.max_connections;
     cap > 0 && shared.counters.open() >= cap
+}
+
+/// Past half of `--worker-connections` (or 256 open without the cap), a new
+/// client must show it receives at its address (a Retry round trip, RFC
+/// 9000 8.1.2) before it gets a connection: handshakes from spoofed
+/// addresses would otherwise hold seats until they time out, and refuse
+/// everyone else.
+fn must_prove_address(incoming: &quinn::Incoming, shared: &Shared) -> bool {
+    if incoming.remote_address_validated() || !incoming.may_retry() {
+        return false;
+    }
+    let cap = shared.config.max_connections;
+    let busy_at = if cap > 0 { cap.div_ceil(2) } else { 256 };
+    shared.counters.open() >= busy_at
 }

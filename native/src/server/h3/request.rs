@@ -53,12 +53,20 @@ pub(super) async fn serve(
             let body = Incoming::H3(RequestBody::new(recv, declared));
             // Boxed: the answer's state is large, and inline it would make every
             // request task (and so the copy into tokio's task cell) that large.
-            Box::pin(service::answer_h3(head, body, shared.clone(), conn)).await
+            Box::pin(service::answer_h3(head, body, shared.clone(), conn.clone())).await
         }
     };
     let send_timeout = shared.config.send_timeout;
     let date_header = shared.config.date_header;
-    let _ = write(&mut send, response, head_only, send_timeout, date_header).await;
+    let written = write(&mut send, response, head_only, send_timeout, date_header).await;
+    if written == Err(Stalled::Timeout) {
+        // Logged as the TCP classes log theirs; the stream is given up (it
+        // is reset as it drops), the connection's other streams go on.
+        shared.dropped.push(|| crate::server::answered::Dropped {
+            client: conn.client.clone(),
+            why: "it read nothing within send_timeout (HTTP/3 stream)",
+        });
+    }
 }
 
 /// RFC 9114 4.2: fields that only mean something on one HTTP/1.1 hop make a
@@ -117,7 +125,7 @@ async fn write(
     head_only: bool,
     send_timeout: Option<std::time::Duration>,
     date_header: bool,
-) -> Result<(), ()> {
+) -> Result<(), Stalled> {
     let (mut parts, mut body) = response.into_parts();
     for name in NOT_ON_H3.iter() {
         parts.headers.remove(name);
@@ -155,7 +163,7 @@ async fn write(
         let Ok(frame) = frame else {
             // The app's stream was cut off: the client must see it incomplete.
             send.stop_stream(h3::error::Code::H3_INTERNAL_ERROR);
-            return Err(());
+            return Err(Stalled::Failed);
         };
         match frame.into_data() {
             Ok(data) => {
@@ -174,17 +182,27 @@ async fn write(
     within(send_timeout, send.finish()).await
 }
 
+/// Why a response was not written to its end.
+#[derive(Debug, PartialEq, Eq)]
+enum Stalled {
+    /// A send waited for the client's flow control past `--send-timeout`.
+    Timeout,
+    /// The stream or connection failed, or the app's body did.
+    Failed,
+}
+
 /// A send that waits for the client's flow control longer than
 /// `--send-timeout` gives the stream up (the client is not reading).
 async fn within<T, E>(
     limit: Option<std::time::Duration>,
     send: impl std::future::Future<Output = Result<T, E>>,
-) -> Result<T, ()> {
+) -> Result<T, Stalled> {
     match limit {
         Some(limit) => match tokio::time::timeout(limit, send).await {
             Ok(Ok(v)) => Ok(v),
-            _ => Err(()),
+            Ok(Err(_)) => Err(Stalled::Failed),
+            Err(_) => Err(Stalled::Timeout),
         },
-        None => send.await.map_err(|_| ()),
+        None => send.await.map_err(|_| Stalled::Failed),
     }
 }
