@@ -2,7 +2,9 @@
 //! task per request stream, and the graceful stop (GOAWAY, then the
 //! requests already taken finish).
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::watch;
@@ -11,24 +13,20 @@ use crate::server::exchange::{ConnInfo, TlsInfo};
 use crate::server::shared::Shared;
 
 /// On a stop, how long a connection that has sent no request yet is given
-/// to send its first (IDLE_GRACE_ON_STOP of the other protocols).
-const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(1000);
-
-/// How many streams past the last one taken a GOAWAY still lets in: as many
-/// as the client may have open at once, since it may have sent them all
-/// before the GOAWAY reached it (RFC 9114 5.2 lets them be served).
-fn h2_streams(shared: &Shared) -> usize {
-    shared.config.http2.max_concurrent_streams.max(1) as usize
-}
+/// to send its first, and how long one must then be quiet to be closed
+/// (IDLE_GRACE_ON_STOP of the other protocols).
+const STOP_GRACE: Duration = Duration::from_millis(1000);
 
 /// HTTP/3's "no error" (RFC 9114 8.1), for a connection we close when done.
 const H3_NO_ERROR: u32 = 0x100;
+
+type H3Conn = h3::server::Connection<h3_quinn::Connection, Bytes>;
 
 pub(super) async fn serve(
     incoming: quinn::Incoming,
     local: String,
     shared: Arc<Shared>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
     let Ok(connecting) = incoming.accept() else {
         return;
@@ -45,78 +43,136 @@ pub(super) async fn serve(
         .max_field_section_size(field_section_limit(&shared))
         .build::<_, Bytes>(h3_quinn::Connection::new(quic.clone()))
         .await;
-    let Ok(mut h3_conn) = h3_conn else {
-        return;
-    };
-    // GOAWAY names the last stream that will be served; before the first
-    // request there is none to name, so a connection stopped that early
-    // waits up to STOP_GRACE for it (a client that connected is about to
-    // send one) rather than refusing everything.
-    let grace = h2_streams(&shared);
-    let mut accepted = false;
-    let mut stopping = *stop.borrow();
-    let mut goaway_sent = false;
-    let mut grace_timer = Box::pin(tokio::time::sleep(STOP_GRACE));
-    // Idle as an HTTP/2 connection is (connection.rs): no request for
-    // `--keep-alive`. QUIC's own idle timeout does not see it, since the
-    // client's PINGs count as activity there.
-    let idle_tick = shared
-        .config
-        .keepalive
-        .or(shared.config.header_timeout)
-        .map(|idle| idle / 2);
-    let mut idle_timer = Box::pin(tokio::time::sleep(idle_tick.unwrap_or(STOP_GRACE)));
-    let mut quiet_ticks = 0u32;
-    let mut seen = conn.activity();
+    if let Ok(h3_conn) = h3_conn {
+        drive(h3_conn, &conn, &shared, stop).await;
+    }
+    // Requests still writing hold their streams; the connection closes once
+    // quinn has nothing left to send for them.
+    wait_streams_done(&conn, &quic).await;
+    quic.close(quinn::VarInt::from_u32(H3_NO_ERROR), b"");
+}
+
+/// Takes request streams until the connection is over: the client closed
+/// it or sent GOAWAY, or it was quiet after our GOAWAY (a stop, or idle
+/// past `--keep-alive`). h3 ends `accept()` only once the *client* has sent
+/// GOAWAY, so every close of ours is `Quiet`'s call.
+async fn drive(
+    mut h3_conn: H3Conn,
+    conn: &Arc<ConnInfo>,
+    shared: &Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut state = Closing::new(*stop.borrow(), shared, conn);
     loop {
-        if stopping && !goaway_sent && (accepted || grace_timer.is_elapsed()) {
-            goaway_sent = true;
-            let _ = h3_conn.shutdown(grace).await;
+        if state.goaway_due() {
+            let _ = h3_conn.shutdown(state.goaway_grace).await;
         }
         tokio::select! {
             next = h3_conn.accept() => match next {
                 Ok(Some(resolver)) => {
-                    accepted = true;
-                    let shared = shared.clone();
-                    let conn = conn.clone();
-                    tokio::spawn(super::request::serve(resolver, shared, conn));
+                    state.accepted = true;
+                    tokio::spawn(super::request::serve(resolver, shared.clone(), conn.clone()));
                 }
-                // GOAWAY sent or received and every request it let in done,
-                // or the connection closed.
-                Ok(None) | Err(_) => break,
+                Ok(None) | Err(_) => return,
             },
-            _ = stop.changed(), if !stopping => {
-                stopping = true;
-                quiet_ticks = 0;
-                grace_timer.as_mut().reset(tokio::time::Instant::now() + STOP_GRACE);
-                idle_timer.as_mut().reset(tokio::time::Instant::now() + STOP_GRACE / 2);
-            }
-            _ = grace_timer.as_mut(), if stopping && !goaway_sent => {}
-            _ = idle_timer.as_mut(), if stopping || idle_tick.is_some() => {
-                let now = conn.activity();
-                let busy = conn.busy.load(std::sync::atomic::Ordering::Relaxed);
-                quiet_ticks = if busy == 0 && now == seen { quiet_ticks + 1 } else { 0 };
-                seen = now;
-                // Two quiet ticks: idle for 1 to 1.5 times the tick's double.
-                // h3 ends `accept()` only once the *client* has sent GOAWAY,
-                // so a connection we sent ours on is closed here once quiet.
-                if quiet_ticks >= 2 {
-                    if stopping || !accepted {
-                        break;
-                    }
-                    stopping = true;
-                    quiet_ticks = 0;
+            _ = stop.changed(), if !state.stopping => state.stop(),
+            _ = state.grace_timer.as_mut(), if state.stopping && !state.goaway_sent => {}
+            _ = state.quiet_timer.as_mut(), if state.stopping || state.idle_tick.is_some() => {
+                if state.quiet_tick(conn) {
+                    return;
                 }
-                let tick = if stopping { STOP_GRACE / 2 } else { idle_tick.unwrap_or(STOP_GRACE) };
-                idle_timer.as_mut().reset(tokio::time::Instant::now() + tick);
             }
         }
     }
-    // Requests still writing hold their streams; the connection closes once
-    // quinn has nothing left to send for them.
-    drop(h3_conn);
-    wait_streams_done(&conn, &quic).await;
-    quic.close(quinn::VarInt::from_u32(H3_NO_ERROR), b"");
+}
+
+/// When a connection sends GOAWAY and when it closes.
+struct Closing {
+    stopping: bool,
+    accepted: bool,
+    goaway_sent: bool,
+    /// How many streams past the last one taken a GOAWAY still lets in: as
+    /// many as the client may have open at once, since it may have sent
+    /// them all before the GOAWAY reached it (RFC 9114 5.2 lets them be
+    /// served).
+    goaway_grace: usize,
+    /// GOAWAY names the last stream that will be served; before the first
+    /// request there is none to name, so a connection stopped that early
+    /// waits up to STOP_GRACE for it rather than refusing everything.
+    grace_timer: Pin<Box<tokio::time::Sleep>>,
+    /// Half of `--keep-alive`: idle as an HTTP/2 connection is, by requests.
+    /// QUIC's own idle timeout does not see it: the client's PINGs count there.
+    idle_tick: Option<Duration>,
+    quiet_timer: Pin<Box<tokio::time::Sleep>>,
+    quiet_ticks: u32,
+    seen: u64,
+}
+
+impl Closing {
+    fn new(stopping: bool, shared: &Shared, conn: &ConnInfo) -> Self {
+        let config = &shared.config;
+        let idle_tick = config
+            .keepalive
+            .or(config.header_timeout)
+            .map(|idle| idle / 2);
+        Closing {
+            stopping,
+            accepted: false,
+            goaway_sent: false,
+            goaway_grace: config.http2.max_concurrent_streams.max(1) as usize,
+            grace_timer: Box::pin(tokio::time::sleep(STOP_GRACE)),
+            idle_tick,
+            quiet_timer: Box::pin(tokio::time::sleep(idle_tick.unwrap_or(STOP_GRACE))),
+            quiet_ticks: 0,
+            seen: conn.activity(),
+        }
+    }
+
+    /// Whether GOAWAY goes out now (once).
+    fn goaway_due(&mut self) -> bool {
+        let due =
+            self.stopping && !self.goaway_sent && (self.accepted || self.grace_timer.is_elapsed());
+        self.goaway_sent |= due;
+        due
+    }
+
+    fn stop(&mut self) {
+        self.stopping = true;
+        self.quiet_ticks = 0;
+        let now = tokio::time::Instant::now();
+        self.grace_timer.as_mut().reset(now + STOP_GRACE);
+        self.quiet_timer.as_mut().reset(now + STOP_GRACE / 2);
+    }
+
+    /// One tick of the quiet watch; true when the connection should close.
+    /// Two quiet ticks (no request begun, none in flight): quiet for 1 to
+    /// 1.5 times the tick's double. Idle, it stops (GOAWAY); stopping, or
+    /// idle before any request, it closes.
+    fn quiet_tick(&mut self, conn: &ConnInfo) -> bool {
+        let now = conn.activity();
+        let busy = conn.busy.load(std::sync::atomic::Ordering::Relaxed);
+        self.quiet_ticks = if busy == 0 && now == self.seen {
+            self.quiet_ticks + 1
+        } else {
+            0
+        };
+        self.seen = now;
+        if self.quiet_ticks >= 2 {
+            if self.stopping || !self.accepted {
+                return true;
+            }
+            self.stopping = true;
+            self.quiet_ticks = 0;
+        }
+        let tick = match (self.stopping, self.idle_tick) {
+            (false, Some(tick)) => tick,
+            _ => STOP_GRACE / 2,
+        };
+        self.quiet_timer
+            .as_mut()
+            .reset(tokio::time::Instant::now() + tick);
+        false
+    }
 }
 
 /// Waits until no exchange of `conn` is in flight (their tasks write the
