@@ -169,13 +169,12 @@ class QuicSockets:
         self.groups = []
 
 
-def alt_svc(cfg: Any, groups: Sequence[QuicGroup] | None = None) -> str | None:
+def alt_svc(cfg: Any, groups: Sequence[QuicGroup]) -> str | None:
     """The Alt-Svc value TLS responses carry: ``--alt-svc``, or for ``auto``
-    the first ``--quic-bind`` port, good for a day."""
+    the first group's port (the bound one, so port 0 works), good for a day."""
     value = (cfg.alt_svc or "").strip()
-    if not cfg.quic_bind or value.lower() in ("", "off", "none"):
+    if not groups or value.lower() in ("", "off", "none"):
         return None
     if value.lower() != "auto":
         return value
-    port = groups[0].port if groups else parse_address(cfg.quic_bind[0], default_port=443)[1][1]
-    return f'h3=":{port}"; ma=86400'
+    return f'h3=":{groups[0].port}"; ma=86400'
