@@ -221,7 +221,8 @@ async fn answer_static<I: Io>(
             len,
         } => {
             use std::io::Seek;
-            if file.seek(std::io::SeekFrom::Start(offset)).is_err() {
+            // A file just opened is at 0: no seek (a system call) for it.
+            if offset != 0 && file.seek(std::io::SeekFrom::Start(offset)).is_err() {
                 shared.counters.end_request();
                 return Some(server_error(w).await);
             }

@@ -204,7 +204,8 @@ fn answer_static(
             len,
         } => {
             use std::io::Seek;
-            if file.seek(SeekFrom::Start(offset)).is_err() {
+            // A file just opened is at 0: no seek (a system call) for it.
+            if offset != 0 && file.seek(SeekFrom::Start(offset)).is_err() {
                 return plain(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "Internal Server Error",

@@ -22,9 +22,9 @@ mod path;
 mod range;
 
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use path::{Found, Located, Mount};
+use path::{Folder, Found, Located, Mount};
 use range::Wanted;
 
 /// What `--static-cache-control` is for hashed names under `--static-immutable`.
@@ -145,11 +145,11 @@ impl StaticFiles {
         let Some((mount, rest)) = path::under(&self.mounts, req.raw_path) else {
             return Decision::App;
         };
-        let located = match path::segments(rest) {
-            None => Located::Refused,
-            Some(segments) => path::locate(&mount.root, &segments, self.follow_symlinks),
+        let Some(relative) = path::relative(rest) else {
+            return not_found();
         };
-        let found = match located {
+        let folder = Folder::new(&mount.root, self.follow_symlinks);
+        let found = match folder.locate(&relative) {
             Located::Refused => return not_found(),
             Located::Missing if self.fallthrough => return Decision::App,
             Located::Missing => return not_found(),
@@ -165,13 +165,19 @@ impl StaticFiles {
                 body: StaticBody::Text("Method Not Allowed\n"),
             });
         }
-        Decision::Answer(self.answer(req, &mount.root, found))
+        Decision::Answer(self.answer(req, &folder, &relative, found))
     }
 
-    fn answer(&self, req: &StaticRequest<'_>, root: &Path, found: Found) -> StaticAnswer {
+    fn answer(
+        &self,
+        req: &StaticRequest<'_>,
+        folder: &Folder<'_>,
+        relative: &[u8],
+        found: Found,
+    ) -> StaticAnswer {
         let name = file_name(req.raw_path);
         let mut headers = vec![("Content-Type", mime::content_type(&name).to_owned())];
-        let (sent, coding, has_siblings) = self.variant(req, root, found);
+        let (sent, coding, has_siblings) = variant(req, folder, relative, found);
         if has_siblings {
             headers.push(("Vary", "Accept-Encoding".into()));
         }
@@ -235,42 +241,43 @@ impl StaticFiles {
         }
     }
 
-    /// The file to send: a precompressed sibling the client accepts, else
-    /// the file itself; its coding; and whether the file has siblings at all
-    /// (then every answer for it varies on Accept-Encoding).
-    fn variant(
-        &self,
-        req: &StaticRequest<'_>,
-        root: &Path,
-        found: Found,
-    ) -> (Found, Option<&'static str>, bool) {
-        let mut has_siblings = false;
-        let mut chosen = None;
-        for (coding, suffix) in encoding::CODINGS {
-            let mut sibling = found.path.clone().into_os_string();
-            sibling.push(suffix);
-            let sibling = PathBuf::from(sibling);
-            if !sibling.is_file() {
-                continue;
-            }
-            has_siblings = true;
-            if chosen.is_none() && encoding::accepts(req.accept_encoding, coding) {
-                if let Ok(Some(opened)) = path::open_inside(root, &sibling, self.follow_symlinks) {
-                    chosen = Some((opened, coding));
-                }
-            }
-        }
-        match chosen {
-            Some((opened, coding)) => (opened, Some(coding), true),
-            None => (found, None, has_siblings),
-        }
-    }
-
     fn cache_control_for(&self, name: &str) -> Option<String> {
         if self.immutable && carries_hash(name) {
             return Some(IMMUTABLE.into());
         }
         self.cache_control.clone()
+    }
+}
+
+/// The file to send: a precompressed sibling the client accepts, else the
+/// file itself; its coding; and whether the file has siblings at all (then
+/// every answer for it varies on Accept-Encoding).
+fn variant(
+    req: &StaticRequest<'_>,
+    folder: &Folder<'_>,
+    relative: &[u8],
+    found: Found,
+) -> (Found, Option<&'static str>, bool) {
+    let mut has_siblings = false;
+    let mut chosen = None;
+    let mut sibling = Vec::with_capacity(relative.len() + 4);
+    for (coding, suffix) in encoding::CODINGS {
+        sibling.clear();
+        sibling.extend_from_slice(relative);
+        sibling.extend_from_slice(suffix.as_bytes());
+        if !folder.has_file(&sibling) {
+            continue;
+        }
+        has_siblings = true;
+        if chosen.is_none() && encoding::accepts(req.accept_encoding, coding) {
+            if let Ok(Some(opened)) = folder.file(&sibling) {
+                chosen = Some((opened, coding));
+            }
+        }
+    }
+    match chosen {
+        Some((opened, coding)) => (opened, Some(coding), true),
+        None => (found, None, has_siblings),
     }
 }
 
@@ -285,9 +292,7 @@ fn not_found() -> Decision {
 /// The last segment of the request path, decoded (for its extension).
 fn file_name(raw_path: &[u8]) -> String {
     let last = raw_path.rsplit(|&b| b == b'/').next().unwrap_or(b"");
-    let decoded = path::segments(last)
-        .and_then(|s| s.into_iter().next())
-        .unwrap_or_default();
+    let decoded = path::relative(last).unwrap_or_default();
     String::from_utf8_lossy(&decoded).into_owned()
 }
 

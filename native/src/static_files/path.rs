@@ -2,11 +2,13 @@
 //! the folder: `..` (raw or percent-encoded, `%2e%2e`, `..%2f`), backslashes,
 //! NUL, dotfiles and dot-folders, and (unless allowed) symlinks whose target
 //! lies outside. The path is percent-decoded once, then split on `/`; the
-//! file is found by its canonical path, so what is checked is what is opened.
+//! file is opened in the call that checks its path (`Folder::file`), so what
+//! is checked is what is opened.
 
-use std::ffi::OsStr;
+use std::ffi::{CString, OsStr};
 use std::fs::{File, Metadata};
 use std::io;
+use std::os::fd::{FromRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -33,8 +35,6 @@ pub enum Located {
 pub struct Found {
     pub file: File,
     pub meta: Metadata,
-    /// Canonical; its siblings are looked for next to it.
-    pub path: PathBuf,
 }
 
 /// The mount `raw_path` is under, and the rest of the path after it.
@@ -49,10 +49,11 @@ pub fn under<'a, 'p>(mounts: &'a [Mount], raw_path: &'p [u8]) -> Option<(&'a Mou
     })
 }
 
-/// The decoded segments of `rest`, or `None` for a path that must be refused.
-pub fn segments(rest: &[u8]) -> Option<Vec<Vec<u8>>> {
+/// The path under the folder that `rest` names (decoded, empty segments
+/// dropped, joined by `/`), or `None` for a path that must be refused.
+pub fn relative(rest: &[u8]) -> Option<Vec<u8>> {
     let decoded = decode(rest)?;
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(decoded.len());
     for segment in decoded.split(|&b| b == b'/') {
         if segment.is_empty() {
             continue;
@@ -60,7 +61,10 @@ pub fn segments(rest: &[u8]) -> Option<Vec<Vec<u8>>> {
         if segment[0] == b'.' || segment.iter().any(|&b| b == b'\\' || b == 0) {
             return None;
         }
-        out.push(segment.to_vec());
+        if !out.is_empty() {
+            out.push(b'/');
+        }
+        out.extend_from_slice(segment);
     }
     Some(out)
 }
@@ -84,40 +88,125 @@ fn decode(raw: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// The file `segments` name under `root`.
-pub fn locate(root: &Path, segments: &[Vec<u8>], follow_symlinks: bool) -> Located {
-    if segments.is_empty() {
-        return Located::Missing;
+/// A mount's folder, as one request looks files up in it. Nothing is kept
+/// open between requests: a folder replaced on disk (a deploy's `mv`) is
+/// served as it is now, as the files are.
+pub struct Folder<'a> {
+    /// Canonical: no symlink in it (`StaticFiles::new`).
+    root: &'a Path,
+    follow_symlinks: bool,
+}
+
+impl<'a> Folder<'a> {
+    pub fn new(root: &'a Path, follow_symlinks: bool) -> Folder<'a> {
+        Folder {
+            root,
+            follow_symlinks,
+        }
     }
-    let mut path = root.to_path_buf();
-    for segment in segments {
-        path.push(OsStr::from_bytes(segment));
+
+    /// Where `relative` leads.
+    pub fn locate(&self, relative: &[u8]) -> Located {
+        if relative.is_empty() {
+            return Located::Missing;
+        }
+        match self.file(relative) {
+            Ok(Some(found)) => Located::Found(Box::new(found)),
+            Ok(None) => Located::Refused,
+            Err(_) => Located::Missing,
+        }
     }
-    match open_inside(root, &path, follow_symlinks) {
-        Ok(Some(found)) => Located::Found(Box::new(found)),
-        Ok(None) => Located::Refused,
-        Err(_) => Located::Missing,
+
+    /// Opens `relative` (no `.` or `..` segment: `relative()` refused them)
+    /// if it is a regular file inside the folder, or anywhere when symlinks
+    /// may lead out; `Ok(None)`: it leads out.
+    ///
+    /// The root is canonical and `relative` has no `..`, so a path with no
+    /// symlink in it cannot leave the folder: openat2's RESOLVE_NO_SYMLINKS
+    /// opens it in one system call, where resolving the canonical path first
+    /// cost one per path component. A path through a symlink (refused by
+    /// that flag), or a kernel without openat2 (before 5.6, or a seccomp
+    /// filter), takes the canonical path's check.
+    pub fn file(&self, relative: &[u8]) -> io::Result<Option<Found>> {
+        let name = self.full_name(relative)?;
+        let resolve = if self.follow_symlinks {
+            0
+        } else {
+            libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS
+        };
+        match open_resolved(&name, resolve) {
+            Ok(file) => regular(file).map(Some),
+            Err(e) if gone(&e) => Err(e),
+            Err(_) => self.file_by_canonical_path(relative),
+        }
+    }
+
+    /// Whether `relative` names a regular file (a sibling's presence).
+    pub fn has_file(&self, relative: &[u8]) -> bool {
+        let Ok(name) = self.full_name(relative) else {
+            return false;
+        };
+        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: a NUL-terminated path; `st` is written when it returns 0.
+        let rc = unsafe { libc::stat(name.as_ptr(), st.as_mut_ptr()) };
+        // SAFETY: filled in, as rc is 0.
+        rc == 0 && (unsafe { st.assume_init() }.st_mode & libc::S_IFMT) == libc::S_IFREG
+    }
+
+    fn full_name(&self, relative: &[u8]) -> io::Result<CString> {
+        let root = self.root.as_os_str().as_bytes();
+        let mut name = Vec::with_capacity(root.len() + 1 + relative.len() + 1);
+        name.extend_from_slice(root);
+        name.push(b'/');
+        name.extend_from_slice(relative);
+        Ok(CString::new(name)?)
+    }
+
+    fn file_by_canonical_path(&self, relative: &[u8]) -> io::Result<Option<Found>> {
+        let canonical = std::fs::canonicalize(self.root.join(OsStr::from_bytes(relative)))?;
+        if !self.follow_symlinks && !canonical.starts_with(self.root) {
+            return Ok(None);
+        }
+        regular(File::open(&canonical)?).map(Some)
     }
 }
 
-/// Opens `path` if it is a regular file inside `root` (or anywhere, when
-/// symlinks may lead out); `Ok(None)`: it leads out.
-pub fn open_inside(root: &Path, path: &Path, follow_symlinks: bool) -> io::Result<Option<Found>> {
-    let canonical = std::fs::canonicalize(path)?;
-    if !follow_symlinks && !canonical.starts_with(root) {
-        return Ok(None);
+fn open_resolved(name: &CString, resolve: u64) -> io::Result<File> {
+    // SAFETY: a plain struct of integers, all zero is valid.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY) as u64;
+    how.resolve = resolve;
+    // SAFETY: openat2 reads `how` (its size given) and the NUL-terminated
+    // name; the returned descriptor is owned below.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            name.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
     }
-    let file = File::open(&canonical)?;
-    // The opened file's own metadata: what is sent is what was checked.
+    // SAFETY: just opened, owned by nothing else.
+    Ok(unsafe { File::from_raw_fd(fd as RawFd) })
+}
+
+/// The file, if it is a regular one: its own metadata, so what is sent is
+/// what was checked.
+fn regular(file: File) -> io::Result<Found> {
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(io::ErrorKind::NotFound.into());
     }
-    Ok(Some(Found {
-        file,
-        meta,
-        path: canonical,
-    }))
+    Ok(Found { file, meta })
+}
+
+/// Not there: no fallback can find it either.
+fn gone(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR))
 }
 
 #[cfg(test)]
@@ -125,9 +214,11 @@ mod tests {
     use super::*;
 
     fn seg(p: &str) -> Option<Vec<String>> {
-        segments(p.as_bytes()).map(|v| {
-            v.into_iter()
-                .map(|s| String::from_utf8(s).unwrap())
+        relative(p.as_bytes()).map(|v| {
+            String::from_utf8(v)
+                .unwrap()
+                .split('/')
+                .map(str::to_owned)
                 .collect()
         })
     }

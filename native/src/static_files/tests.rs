@@ -244,6 +244,37 @@ fn a_rewritten_file_is_served_as_it_is_now() {
 }
 
 #[test]
+fn symlinks_inside_are_served_whichever_way_they_point() {
+    // Relative and absolute links, to a file and through a folder: the
+    // fast open refuses every symlink, the canonical check lets these in.
+    let site = Site::new();
+    let root = site.dir.path().join("static");
+    symlink("a.css", root.join("rel.css")).unwrap();
+    symlink("sub", root.join("subdir")).unwrap();
+    std::fs::write(root.join("sub/b.css"), "b{}").unwrap();
+    symlink("../secret.txt", root.join("sub/up.txt")).unwrap();
+    let files = site.files(false, false);
+    assert_eq!(body(answer(&files, get("/static/rel.css"))), "body{}\n");
+    assert_eq!(body(answer(&files, get("/static/in.css"))), "body{}\n");
+    assert_eq!(body(answer(&files, get("/static/subdir/b.css"))), "b{}");
+    // A relative link climbing out is refused as an absolute one is.
+    assert_eq!(answer(&files, get("/static/sub/up.txt")).status, 404);
+}
+
+#[test]
+fn a_folder_replaced_on_disk_is_served_as_it_is_now() {
+    let site = Site::new();
+    let files = site.files(false, false);
+    let root = site.dir.path().join("static");
+    assert_eq!(answer(&files, get("/static/a.css")).status, 200);
+    std::fs::rename(&root, site.dir.path().join("old")).unwrap();
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("new.css"), "new{}").unwrap();
+    assert_eq!(body(answer(&files, get("/static/new.css"))), "new{}");
+    assert_eq!(answer(&files, get("/static/a.css")).status, 404);
+}
+
+#[test]
 fn hashed_names() {
     assert!(carries_hash("app.3f2a9c1b.js"));
     assert!(carries_hash("app-3f2a9c1b8d0e.css"));
