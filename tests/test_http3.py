@@ -4,8 +4,9 @@ native server serves (RSGI on -k rsgi; WSGI, ASGI on -k native).
 A real HTTP/3 client (aioquic, tests/h3client.py) talks to the real server
 over real UDP sockets: requests and bodies both ways, HEAD, concurrent
 streams on one connection, the limits, malformed heads, the Alt-Svc that TCP
-responses advertise it with, client certificates, and reloads (HUP, TTOU,
-recycling) under load with nothing lost.
+responses advertise it with, client certificates, clients that read too
+slowly (tests/h3_slow_reader.py), and reloads (HUP, TTOU, recycling) under
+load with nothing lost.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pytest
 pytest.importorskip("aioquic")
 import httpx
 from conftest import free_port, is_gone, wait_until
+from h3_slow_reader import read_slowly
 from h3client import H3Client, H3ConnectionClosed, H3Error, H3StreamReset
 
 KINDS = [
@@ -299,3 +301,42 @@ def test_past_half_the_connections_a_new_client_proves_its_address(start_server,
         assert second.request("GET", "/").status == 200
         assert third.request("GET", "/").status == 200
         assert third.handshake_retried
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_stream_whose_client_grants_no_credit_is_given_up(start_server, pki, kind):
+    # A client that takes 16 KiB of a 4 MiB response and never grants more
+    # flow-control credit: the stream is reset at --send-timeout, logged once,
+    # and the server goes on serving others.
+    server = start_h3(start_server, pki, *kind, "--send-timeout", "2")
+    slow = read_slowly(
+        "127.0.0.1", server.port, str(pki / "ca.pem"), "/stream?n=64",
+        credit=16 * 1024, rate=0, seconds=20,
+    )  # fmt: skip
+    assert slow.status == 200 and not slow.ended
+    assert slow.received <= 16 * 1024
+    assert slow.reset_code == 0x10C, slow  # H3_REQUEST_CANCELLED: not a whole response
+    server.wait_for_log(r"Dropped 127\.0\.0\.1:\d+: it read nothing within send_timeout \(HTTP/3")
+    with client_for(server, pki) as client:
+        assert client.request("GET", "/").status == 200
+
+
+def test_a_stream_read_under_send_min_rate_is_given_up_and_one_over_it_served(start_server, pki):
+    server = start_h3(
+        start_server, pki, "rsgi", "h3_app:rsgi_app",
+        "--send-timeout", "4", "--send-min-rate", "32768",
+    )  # fmt: skip
+    ca = str(pki / "ca.pem")
+    # 8 KiB a second: no send waits for --send-timeout (16 KiB pieces), but
+    # against a floor of 32 KiB it is given up after a window or two.
+    trickle = read_slowly(
+        "127.0.0.1", server.port, ca, "/stream?n=64", credit=16 * 1024, rate=8192, seconds=20
+    )
+    assert trickle.status == 200 and not trickle.ended, trickle
+    assert trickle.reset_code == 0x10C, trickle
+    server.wait_for_log(r"it read slower than send_min_rate \(HTTP/3 stream\)")
+    # 2 MiB a second, well over the floor, reads 2 MiB whole.
+    brisk = read_slowly(
+        "127.0.0.1", server.port, ca, "/stream?n=32", credit=64 * 1024, rate=2 << 20, seconds=20
+    )
+    assert brisk.ended and brisk.received == 32 * 65536, brisk

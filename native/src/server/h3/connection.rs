@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use crate::server::exchange::{ConnInfo, TlsInfo};
 use crate::server::shared::Shared;
@@ -43,13 +43,29 @@ pub(super) async fn serve(
         .max_field_section_size(field_section_limit(&shared))
         .build::<_, Bytes>(h3_quinn::Connection::new(quic.clone()))
         .await;
+    let (held, mut all_let_go) = mpsc::channel::<()>(1);
     if let Ok(h3_conn) = h3_conn {
-        drive(h3_conn, &conn, &shared, stop).await;
+        let hold = StreamHold { _sender: held };
+        drive(h3_conn, &conn, &shared, stop, hold).await;
+    } else {
+        drop(held);
     }
-    // Requests still writing hold their streams; the connection closes once
-    // quinn has nothing left to send for them.
-    wait_streams_done(&conn, &quic).await;
+    // Requests still writing hold the connection (each task a StreamHold):
+    // it closes once the last has let go, or the client closed it.
+    tokio::select! {
+        _ = all_let_go.recv() => {}
+        _ = quic.closed() => {}
+    }
     quic.close(quinn::VarInt::from_u32(H3_NO_ERROR), b"");
+}
+
+/// Held by each request task of a connection until the task ends, response
+/// written: the connection is not closed under it.
+#[derive(Clone)]
+pub(super) struct StreamHold {
+    /// Never sent on: the receiver sees the channel close when the last
+    /// holder is dropped.
+    _sender: mpsc::Sender<()>,
 }
 
 /// Takes request streams until the connection is over: the client closed
@@ -61,6 +77,7 @@ async fn drive(
     conn: &Arc<ConnInfo>,
     shared: &Arc<Shared>,
     mut stop: watch::Receiver<bool>,
+    hold: StreamHold,
 ) {
     let mut state = Closing::new(*stop.borrow(), shared, conn);
     loop {
@@ -71,7 +88,12 @@ async fn drive(
             next = h3_conn.accept() => match next {
                 Ok(Some(resolver)) => {
                     state.accepted = true;
-                    tokio::spawn(super::request::serve(resolver, shared.clone(), conn.clone()));
+                    let request = super::request::serve(resolver, shared.clone(), conn.clone());
+                    let hold = hold.clone();
+                    tokio::spawn(async move {
+                        request.await;
+                        drop(hold);
+                    });
                 }
                 Ok(None) | Err(_) => return,
             },
@@ -172,15 +194,6 @@ impl Closing {
             .as_mut()
             .reset(tokio::time::Instant::now() + tick);
         false
-    }
-}
-
-/// Waits until no exchange of `conn` is in flight (their tasks write the
-/// responses), polling: this runs once per connection, at its end.
-async fn wait_streams_done(conn: &ConnInfo, quic: &quinn::Connection) {
-    while conn.busy.load(std::sync::atomic::Ordering::Acquire) > 0 && quic.close_reason().is_none()
-    {
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
 

@@ -3,7 +3,9 @@
 //! frame by frame (each send waits for the client's flow control, so a slow
 //! reader holds one chunk, not the whole body).
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use h3::server::{RequestResolver, RequestStream};
@@ -15,6 +17,7 @@ use super::body::RequestBody;
 use crate::server::body::ResponseBody;
 use crate::server::exchange::ConnInfo;
 use crate::server::incoming::Incoming;
+use crate::server::send_pace::SendPace;
 use crate::server::service;
 use crate::server::shared::Shared;
 
@@ -56,17 +59,23 @@ pub(super) async fn serve(
             Box::pin(service::answer_h3(head, body, shared.clone(), conn.clone())).await
         }
     };
-    let send_timeout = shared.config.send_timeout;
+    let mut bounds = SendBounds::new(shared.config.send_timeout, shared.config.send_min_rate);
     let date_header = shared.config.date_header;
-    let written = write(&mut send, response, head_only, send_timeout, date_header).await;
-    if written == Err(Stalled::Timeout) {
-        // Logged as the TCP classes log theirs; the stream is given up (it
-        // is reset as it drops), the connection's other streams go on.
-        shared.dropped.push(|| crate::server::answered::Dropped {
-            client: conn.client.clone(),
-            why: "it read nothing within send_timeout (HTTP/3 stream)",
-        });
-    }
+    let written = write(&mut send, response, head_only, &mut bounds, date_header).await;
+    let why = match written {
+        Err(Stalled::Timeout) => "it read nothing within send_timeout (HTTP/3 stream)",
+        Err(Stalled::TooSlow) => "it read slower than send_min_rate (HTTP/3 stream)",
+        _ => return,
+    };
+    // Reset, not dropped: quinn finishes a stream that is dropped, and the
+    // client would take what it got for the whole response.
+    send.stop_stream(h3::error::Code::H3_REQUEST_CANCELLED);
+    // Logged as the TCP classes log theirs; the connection's other streams
+    // go on.
+    shared.dropped.push(|| crate::server::answered::Dropped {
+        client: conn.client.clone(),
+        why,
+    });
 }
 
 /// RFC 9114 4.2: fields that only mean something on one HTTP/1.1 hop make a
@@ -123,7 +132,7 @@ async fn write(
     send: &mut SendHalf,
     response: Response<ResponseBody>,
     head_only: bool,
-    send_timeout: Option<std::time::Duration>,
+    bounds: &mut SendBounds,
     date_header: bool,
 ) -> Result<(), Stalled> {
     let (mut parts, mut body) = response.into_parts();
@@ -154,10 +163,10 @@ async fn write(
         || parts.status == StatusCode::NO_CONTENT
         || parts.status == StatusCode::NOT_MODIFIED;
     let head = Response::from_parts(parts, ());
-    within(send_timeout, send.send_response(head)).await?;
+    bounds.within(send.send_response(head)).await?;
     if no_body {
         drop(body);
-        return within(send_timeout, send.finish()).await;
+        return bounds.within(send.finish()).await;
     }
     while let Some(frame) = body.frame().await {
         let Ok(frame) = frame else {
@@ -166,20 +175,42 @@ async fn write(
             return Err(Stalled::Failed);
         };
         match frame.into_data() {
-            Ok(data) => {
-                if !data.is_empty() {
-                    within(send_timeout, send.send_data(data)).await?;
-                }
-            }
+            Ok(data) => send_paced(send, data, bounds).await?,
             Err(frame) => {
                 if let Ok(trailers) = frame.into_trailers() {
-                    within(send_timeout, send.send_trailers(trailers)).await?;
+                    bounds.within(send.send_trailers(trailers)).await?;
                     break;
                 }
             }
         }
     }
-    within(send_timeout, send.finish()).await
+    bounds.within(send.finish()).await
+}
+
+/// The most of a body one send hands the stream: a send returns only once
+/// the client's flow control let all of it in, so this is how finely the
+/// client's progress is seen by `--send-timeout` (a client taking less than
+/// this within it is dropped) and `--send-min-rate`.
+const SEND_PIECE: usize = 16 * 1024;
+
+async fn send_paced(
+    send: &mut SendHalf,
+    mut data: Bytes,
+    bounds: &mut SendBounds,
+) -> Result<(), Stalled> {
+    while !data.is_empty() {
+        let piece = if data.len() > SEND_PIECE {
+            data.split_to(SEND_PIECE)
+        } else {
+            std::mem::take(&mut data)
+        };
+        let len = piece.len();
+        bounds.within(send.send_data(piece)).await?;
+        if let Some(pace) = bounds.pace.as_mut() {
+            pace.took(len);
+        }
+    }
+    Ok(())
 }
 
 /// Why a response was not written to its end.
@@ -187,22 +218,63 @@ async fn write(
 enum Stalled {
     /// A send waited for the client's flow control past `--send-timeout`.
     Timeout,
+    /// The client let the response in slower than `--send-min-rate`.
+    TooSlow,
     /// The stream or connection failed, or the app's body did.
     Failed,
 }
 
-/// A send that waits for the client's flow control longer than
-/// `--send-timeout` gives the stream up (the client is not reading).
-async fn within<T, E>(
-    limit: Option<std::time::Duration>,
-    send: impl std::future::Future<Output = Result<T, E>>,
-) -> Result<T, Stalled> {
-    match limit {
-        Some(limit) => match tokio::time::timeout(limit, send).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(_)) => Err(Stalled::Failed),
-            Err(_) => Err(Stalled::Timeout),
-        },
-        None => send.await.map_err(|_| Stalled::Failed),
+/// `--send-timeout` and `--send-min-rate` for one stream, counted over the
+/// time its sends wait for the client (send_pace.rs; the TCP connections'
+/// twin is write_stall.rs).
+struct SendBounds {
+    limit: Option<Duration>,
+    pace: Option<SendPace>,
+}
+
+impl SendBounds {
+    fn new(limit: Option<Duration>, min_rate: u64) -> SendBounds {
+        SendBounds {
+            limit,
+            pace: SendPace::new(limit, min_rate),
+        }
+    }
+
+    /// A send that waits for the client's flow control longer than
+    /// `--send-timeout`, or past the end of the floor's window while the
+    /// client is under it, gives the stream up.
+    async fn within<T, E>(
+        &mut self,
+        send: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, Stalled> {
+        let Some(limit) = self.limit else {
+            return send.await.map_err(|_| Stalled::Failed);
+        };
+        let started = Instant::now();
+        tokio::pin!(send);
+        loop {
+            let waiting = started.elapsed();
+            let mut wake = limit.saturating_sub(waiting);
+            if let Some(pace) = self.pace.as_ref() {
+                wake = wake.min(pace.window_left(waiting));
+            }
+            match tokio::time::timeout(wake, send.as_mut()).await {
+                Ok(done) => {
+                    if let Some(pace) = self.pace.as_mut() {
+                        pace.wait_ended(started.elapsed());
+                    }
+                    return done.map_err(|_| Stalled::Failed);
+                }
+                Err(_) => {
+                    let waiting = started.elapsed();
+                    if waiting >= limit {
+                        return Err(Stalled::Timeout);
+                    }
+                    if self.pace.as_mut().is_some_and(|p| p.too_slow(waiting)) {
+                        return Err(Stalled::TooSlow);
+                    }
+                }
+            }
+        }
     }
 }
