@@ -88,12 +88,8 @@ async fn drive(
             next = h3_conn.accept() => match next {
                 Ok(Some(resolver)) => {
                     state.accepted = true;
-                    let request = super::request::serve(resolver, shared.clone(), conn.clone());
-                    let hold = hold.clone();
-                    tokio::spawn(async move {
-                        request.await;
-                        drop(hold);
-                    });
+                    let (shared, conn) = (shared.clone(), conn.clone());
+                    tokio::spawn(super::request::serve(resolver, shared, conn, hold.clone()));
                 }
                 Ok(None) | Err(_) => return,
             },

@@ -14,6 +14,7 @@ use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Method, Response, StatusCode};
 
 use super::body::RequestBody;
+use super::connection::StreamHold;
 use crate::server::body::ResponseBody;
 use crate::server::exchange::ConnInfo;
 use crate::server::incoming::Incoming;
@@ -23,10 +24,12 @@ use crate::server::shared::Shared;
 
 type SendHalf = RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
 
+/// `_hold`: dropped when this returns, the response written (connection.rs).
 pub(super) async fn serve(
     resolver: RequestResolver<h3_quinn::Connection, Bytes>,
     shared: Arc<Shared>,
     conn: Arc<ConnInfo>,
+    _hold: StreamHold,
 ) {
     // h3 resets a stream whose head breaks RFC 9114 (pseudo-header fields
     // missing, repeated or out of place; upper-case names) with
