@@ -143,14 +143,7 @@ impl<'a> Folder<'a> {
 
     /// Whether `relative` names a regular file (a sibling's presence).
     pub fn has_file(&self, relative: &[u8]) -> bool {
-        let Ok(name) = self.full_name(relative) else {
-            return false;
-        };
-        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-        // SAFETY: a NUL-terminated path; `st` is written when it returns 0.
-        let rc = unsafe { libc::stat(name.as_ptr(), st.as_mut_ptr()) };
-        // SAFETY: filled in, as rc is 0.
-        rc == 0 && (unsafe { st.assume_init() }.st_mode & libc::S_IFMT) == libc::S_IFREG
+        std::fs::metadata(self.root.join(OsStr::from_bytes(relative))).is_ok_and(|m| m.is_file())
     }
 
     fn full_name(&self, relative: &[u8]) -> io::Result<CString> {

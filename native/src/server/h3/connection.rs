@@ -43,18 +43,16 @@ pub(super) async fn serve(
         .max_field_section_size(field_section_limit(&shared))
         .build::<_, Bytes>(h3_quinn::Connection::new(quic.clone()))
         .await;
-    let (held, mut all_let_go) = mpsc::channel::<()>(1);
     if let Ok(h3_conn) = h3_conn {
-        let hold = StreamHold { _sender: held };
-        drive(h3_conn, &conn, &shared, stop, hold).await;
-    } else {
-        drop(held);
-    }
-    // Requests still writing hold the connection (each task a StreamHold):
-    // it closes once the last has let go, or the client closed it.
-    tokio::select! {
-        _ = all_let_go.recv() => {}
-        _ = quic.closed() => {}
+        let (held, mut all_let_go) = mpsc::channel::<()>(1);
+        drive(h3_conn, &conn, &shared, stop, StreamHold { _sender: held }).await;
+        // Requests still writing hold the connection (each task a
+        // StreamHold): it closes once the last has let go, or the client
+        // closed it.
+        tokio::select! {
+            _ = all_let_go.recv() => {}
+            _ = quic.closed() => {}
+        }
     }
     quic.close(quinn::VarInt::from_u32(H3_NO_ERROR), b"");
 }
@@ -71,7 +69,7 @@ pub(super) struct StreamHold {
 /// Takes request streams until the connection is over: the client closed
 /// it or sent GOAWAY, or it was quiet after our GOAWAY (a stop, or idle
 /// past `--keep-alive`). h3 ends `accept()` only once the *client* has sent
-/// GOAWAY, so every close of ours is `Quiet`'s call.
+/// GOAWAY, so every close of ours is `Closing`'s call.
 async fn drive(
     mut h3_conn: H3Conn,
     conn: &Arc<ConnInfo>,
