@@ -5,6 +5,8 @@
     python benchmarks/run.py --full         # every scenario and dimension table
     python benchmarks/run.py --smoke        # seconds per point (the quick plan): checks the harness
     python benchmarks/run.py --smoke --tables deploy   # one table alone
+    python benchmarks/run.py --part manycore --server-cpus 0-7 --load-cpus 8-15 \
+        --wheelhouse bundle/wheels --wrk bundle/bin/wrk   # many cores, no network
 
 See benchmarks/README.md for what it measures and how to read the report.
 """
@@ -24,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from apps import payload
-from bench import loadgen, machine, peers, plan, report, runner, servers
+from bench import cpus, loadgen, machine, peers, plan, report, runner, servers, wheelhouse
 
 BENCH_DIR = peers.BENCH_DIR
 RESULTS = BENCH_DIR / "results"
@@ -76,12 +78,43 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=f"{sys.version_info.major}.{sys.version_info.minor}",
         help="Python version the servers run on outside the Python table",
     )
-    p.add_argument("--server-cpu", type=int, default=0, help="the pinned tables' server core")
-    p.add_argument("--load-cpu", type=int, default=1, help="the pinned tables' client core")
+    p.add_argument(
+        "--server-cpu",
+        type=int,
+        help="the pinned tables' server core (default 0, or the first of --server-cpus)",
+    )
+    p.add_argument(
+        "--load-cpu",
+        type=int,
+        help="the pinned tables' client core, and the harness's (default 1, or the first of "
+        "--load-cpus)",
+    )
+    p.add_argument(
+        "--server-cpus",
+        metavar="LIST",
+        help="the deploy table's server cores, a taskset list (0-7): with --load-cpus, the "
+        "server's process tree on these and the load generator on those",
+    )
+    p.add_argument(
+        "--load-cpus",
+        metavar="LIST",
+        help="the deploy table's load-generator cores (8-15); wrk and h2load get one thread each",
+    )
     p.add_argument(
         "--deploy-workers",
         type=int,
-        help="workers per server in the deploy table (default: the cores this run may use)",
+        help="workers per server in the deploy table (default: the cores this run may use, "
+        "or the --server-cpus count)",
+    )
+    p.add_argument(
+        "--wheelhouse",
+        type=Path,
+        metavar="DIR",
+        help="install supervise and the peers from these wheels only (pip --no-index), into "
+        ".venvs/pyX.Y-wheelhouse: a machine with no network",
+    )
+    p.add_argument(
+        "--wrk", type=Path, metavar="PATH", help="the wrk binary to use (default: wrk on PATH)"
     )
     p.add_argument("--out", type=Path, help="directory for results (default benchmarks/results)")
     p.add_argument(
@@ -98,7 +131,27 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         p.error("one of --quick, --full, --part, --smoke or --render is required")
     if args.deploy_workers is not None and args.deploy_workers < 1:
         p.error("--deploy-workers must be at least 1")
+    if (args.server_cpus is None) != (args.load_cpus is None):
+        p.error("--server-cpus and --load-cpus go together")
+    for option, text in (("--server-cpus", args.server_cpus), ("--load-cpus", args.load_cpus)):
+        if text is not None:
+            try:
+                cpus.parse_cpu_list(text)
+            except ValueError as exc:
+                p.error(f"{option}: {exc}")
+    if args.here and args.wheelhouse:
+        p.error("--here runs this interpreter's supervise; --wheelhouse builds a venv: not both")
     return args
+
+
+def core_split(args: argparse.Namespace, allowed: tuple[int, ...]) -> cpus.Split | None:
+    """The deploy table's server and load-generator cores: the ones given, else halves of
+    the machine for a part that splits (manycore), else none (both on every core)."""
+    if args.server_cpus is not None:
+        return cpus.split(args.server_cpus, args.load_cpus, allowed)
+    if args.part and plan.PARTS[args.part].split:
+        return cpus.halves(allowed)
+    return None
 
 
 class Log:
@@ -147,7 +200,9 @@ def part_plan(name: str, python: str) -> tuple[list[plan.Point], dict]:
     profile = plan.part_profile(part)
     rows = [s for s in plan.part_servers(part, servers.every_row()) if not s.explicit]
     pythons = list(part.pythons) or [python]
-    points = plan.build(profile, list(profile.scenarios), list(part.tables), pythons, python)
+    points = plan.build(
+        profile, list(profile.scenarios), list(part.tables), pythons, python, split=part.split
+    )
     return points, {py: rows for py in pythons}
 
 
@@ -227,9 +282,13 @@ def main(argv: list[str]) -> int:
         list_parts(args.python)
         return 0
     if args.render:
-        venv = peers.VENVS_DIR / f"py{args.python}" / "bin" / "python"
-        print(f"report: {render(args.render, str(venv) if venv.exists() else sys.executable)}")
+        # Whichever venv has matplotlib: the PyPI one, else a wheelhouse's.
+        candidates = [peers.VENVS_DIR / f"py{args.python}", wheelhouse.venv_path(args.python)]
+        found = [c / "bin" / "python" for c in candidates if (c / "bin" / "python").exists()]
+        print(f"report: {render(args.render, str(found[0]) if found else sys.executable)}")
         return 0
+    if args.wrk:
+        loadgen.WRK = str(args.wrk.resolve())
     profile = _profile(args)
     unknown = [s for s in profile.scenarios if s not in plan.BY_NAME]
     if unknown:
@@ -252,9 +311,25 @@ def main(argv: list[str]) -> int:
     # The cores this run may use, read before the harness pins itself: the unpinned
     # tables' servers and load generators run on all of them.
     all_cpus = tuple(sorted(os.sched_getaffinity(0)))
-    deploy_workers = args.deploy_workers or len(all_cpus)
+    try:
+        split = core_split(args, all_cpus)
+    except ValueError as exc:
+        print(f"--server-cpus/--load-cpus: {exc}")
+        return 2
+    # With a split, the pinned tables and the harness default to its first cores, so the
+    # harness never sits on one of the deploy table's server cores.
+    if args.server_cpu is None:
+        args.server_cpu = split.server[0] if split else 0
+    if args.load_cpu is None:
+        args.load_cpu = split.load[0] if split else 1
+    deploy_workers = args.deploy_workers or (len(split.server) if split else len(all_cpus))
     # The harness shares the load core: it must never take time from the server's core.
     os.sched_setaffinity(0, {args.load_cpu})
+    if split:
+        log(
+            f"deploy table: server on cores {cpus.compact(split.server)}, load generator on "
+            f"{cpus.compact(split.load)} (wrk -t{split.load_threads}), {deploy_workers} workers"
+        )
 
     if args.part and plan.PARTS[args.part].pythons:
         args.pythons = list(plan.PARTS[args.part].pythons)
@@ -273,9 +348,14 @@ def main(argv: list[str]) -> int:
             available[version], missing[version] = _servers_for(here, args, profile, log)
             continue
         try:
-            venv = peers.prepare(
-                version, charts=version == args.python, upgrade=args.upgrade_peers, log=log
-            )
+            if args.wheelhouse:
+                venv = wheelhouse.prepare(
+                    version, args.wheelhouse, charts=version == args.python, log=log
+                )
+            else:
+                venv = peers.prepare(
+                    version, charts=version == args.python, upgrade=args.upgrade_peers, log=log
+                )
         except (RuntimeError, FileNotFoundError, subprocess.CalledProcessError) as exc:
             if version == args.python:
                 log(f"cannot prepare the Python {version} venv: {exc}")
@@ -293,6 +373,7 @@ def main(argv: list[str]) -> int:
         pythons,
         args.python,
         cores=deploy_workers,
+        split=split is not None,
     )
     payload.ensure_static()  # the folder the static scenarios' servers serve
     ctx = runner.Context(
@@ -307,6 +388,7 @@ def main(argv: list[str]) -> int:
         log=log,
         file_path=payload.ensure_file(),
         all_cpus=all_cpus,
+        split=split,
     )
     eta = plan.estimate_s(points, available, profile, rounds=args.rounds)
     log(f"{len(points)} points, about {eta / 60:.0f} min")
@@ -318,7 +400,7 @@ def main(argv: list[str]) -> int:
 
     # Read now, when the venvs hold these sources: edits or commits made while the
     # run goes on must not be credited to it.
-    source = peers.source_state()
+    source = wheelhouse.source_state(args.wheelhouse) if args.wheelhouse else peers.source_state()
     started = time.monotonic()
     interrupted = False
     try:
@@ -360,6 +442,10 @@ def main(argv: list[str]) -> int:
             "load_cpu": args.load_cpu,
             "all_cpus": list(all_cpus),
             "deploy_workers": deploy_workers,
+            # The deploy table's two core sets, when it had them (None: every core).
+            "deploy_split": split.describe() if split else None,
+            "deploy_load_threads": split.load_threads if split else 1,
+            "wheelhouse": str(args.wheelhouse) if args.wheelhouse else None,
             "threads_per_gthread": servers.THREADS,
             # Servers the deploy and workers tables leave out: they run one process only.
             "single_process": sorted(s.name for s in available[args.python] if not s.multi_worker),

@@ -67,3 +67,40 @@ def test_every_table_runs_and_reports(tmp_path: Path) -> None:
         "| Server CPU µs per request | Server cores busy |",
     ):
         assert heading in report, heading
+
+
+def test_the_manycore_part_splits_server_and_load_cores_and_reports_p50_p99(
+    tmp_path: Path,
+) -> None:
+    """The many-core table's shape on this machine: the server's process tree on one core,
+    wrk on another, workers = server cores; the report names the split and gives each
+    figure's p50 and p99."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("the split needs 2 cores")
+    server, load = cores[0], cores[-1]
+    cmd = [sys.executable, str(RUN), "--part", "manycore", "--smoke", "--here", "--no-charts"]
+    cmd += ["--servers", "supervise-rsgi", "--server-cpus", str(server), "--load-cpus", str(load)]
+    cmd += ["--out", str(tmp_path), "--duration", "1", "--warmup", "0"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    (results,) = tmp_path.glob("*.json")
+    doc = json.loads(results.read_text())
+    assert doc["meta"]["deploy_split"]["server"] == [server]
+    assert doc["meta"]["deploy_split"]["load"] == [load]
+    assert [p["scenario"] for p in doc["points"]] == ["get-4b", "post-1k"]
+    for point in doc["points"]:
+        assert point["table"] == "deploy" and point["options"]["workers"] == 1
+        entry = point["servers"]["supervise-rsgi"]
+        assert entry["status"] == "ok", entry["reason"]
+        assert entry["cpus"] == {"server": str(server), "load": str(load), "load_threads": 1}
+        best = entry["best"]
+        assert 0 < best["latency_p50_ms"] <= best["latency_p99_ms"]
+
+    report = results.with_suffix(".md").read_text()
+    assert f"## Deploy: 1 worker on cores {server}, load generator on {load}" in report
+    assert f"server on cores {server} (1 of the machine's {os.cpu_count()}, 1 worker)" in report
+    assert "| Scenario | supervise worker | RPS | p50 | p99 |" in report
+    assert "| vs best peer, same interface | p50 | p99 |" in report
+    assert "| Server cores busy |" in report

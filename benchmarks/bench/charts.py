@@ -27,14 +27,25 @@ def _entries(point: dict) -> list[dict]:
     return sorted(entries, key=lambda e: e["best"]["rps"])
 
 
-def _setup(point: dict) -> str:
+def _cores(split: dict, side: str) -> str:
+    return split.get(f"{side}_cpus") or ",".join(map(str, split[side]))
+
+
+def _setup(point: dict, meta: dict) -> str:
     opts = point["options"]
+    split = meta.get("deploy_split")
+    if point["table"] == "deploy" and opts.get("split") and split:
+        workers = f"{opts['workers']} worker{'' if opts['workers'] == 1 else 's'}"
+        return (
+            f"{workers} per server on cores {_cores(split, 'server')}, "
+            f"load generator on cores {_cores(split, 'load')}"
+        )
     if point["table"] == "deploy":
         return f"{opts['workers']} workers per server, server and client unpinned"
     return "1 worker pinned to 1 core"
 
 
-def scenario_chart(point: dict, path: Path) -> None:
+def scenario_chart(point: dict, path: Path, meta: dict | None = None) -> None:
     entries = _entries(point)
     if not entries:
         return
@@ -58,7 +69,7 @@ def scenario_chart(point: dict, path: Path) -> None:
     ax_mem.barh([i - 0.2 for i in y], idle, height=0.4, color=IDLE, label="idle")
     ax_mem.set_xlabel("RSS of the process tree (MiB)")
     ax_mem.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
-    fig.suptitle(f"{point['title']} — {_setup(point)}")
+    fig.suptitle(f"{point['title']} — {_setup(point, meta or {})}")
     fig.tight_layout()
     fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
@@ -147,7 +158,7 @@ def draw(results: Path, out_dir: Path) -> list[Path]:
         written.append(path)
     for point in by_table.get("deploy", []):
         path = out_dir / f"deploy-{point['scenario']}.png"
-        scenario_chart(point, path)
+        scenario_chart(point, path, doc["meta"])
         written.append(path)
     one_worker = [
         p

@@ -20,6 +20,9 @@ from bench.peers import BENCH_DIR
 from bench.scenarios import Scenario
 
 WRK_SCRIPT = BENCH_DIR / "lua" / "report.lua"
+# The wrk binary: the one on PATH unless run.py's --wrk names another (the many-core
+# bundle's, whose libraries sit beside it, on a machine with no network to install one).
+WRK = "wrk"
 WSLOAD_SOURCE = BENCH_DIR / "wsload"
 WSLOAD = BENCH_DIR / ".work" / "wsload"
 H3LOAD_SOURCE = BENCH_DIR / "h3load"
@@ -51,6 +54,9 @@ class Load:
     rps: float = 0.0
     latency_avg_ms: float = 0.0
     latency_max_ms: float = 0.0
+    # 0.0: not measured (results from before p50 was kept, broadcast runs). h2load's come
+    # from its per-request log (--log-file), the others' from their JSON summary.
+    latency_p50_ms: float = 0.0
     latency_p99_ms: float = 0.0
     non2xx: int = 0
     socket_errors: int = 0
@@ -62,6 +68,9 @@ class Load:
     # CPU the load generator used, in % of one core: near 100 means the client, not the
     # server, set the pace, and the figure is a lower bound for the server.
     client_cpu_pct: float = 0.0
+    # wrk's and h2load's -t: one per load core when the load generator has cores of its
+    # own (the deploy table's split), else 1; client_cpu_pct is then out of this many cores.
+    threads: int = 1
 
     @property
     def clean(self) -> bool:
@@ -76,21 +85,25 @@ def missing_tools(protocols: set[str]) -> dict[str, str]:
     `protocols`: the scenarios' protocols, and "tls" when one of them is over TLS."""
     needed = {"taskset"}
     if "h1" in protocols:
-        needed.add("wrk")
+        needed.add(WRK)
     if "h2" in protocols:
         needed |= {"h2load", "nghttp"}
     if "ws" in protocols or "h3" in protocols:
         needed.add("go")
     if "tls" in protocols or "h3" in protocols:
         needed.add("openssl")
-    return {tool: INSTALL_HINTS[tool] for tool in sorted(needed) if not shutil.which(tool)}
+    return {
+        tool: INSTALL_HINTS.get(tool, "an executable file at that path")
+        for tool in sorted(needed)
+        if not shutil.which(tool)
+    }
 
 
 def tool_versions() -> dict[str, str]:
     versions = {}
-    for tool, args in (("wrk", ["-v"]), ("h2load", ["--version"])):
-        if shutil.which(tool):
-            out = subprocess.run([tool, *args], capture_output=True, text=True)
+    for tool, binary, args in (("wrk", WRK, ["-v"]), ("h2load", "h2load", ["--version"])):
+        if shutil.which(binary):
+            out = subprocess.run([binary, *args], capture_output=True, text=True)
             text = (out.stdout + out.stderr).strip().splitlines()
             versions[tool] = text[0] if text else "?"
     return versions
@@ -116,6 +129,7 @@ def _from_json(tool: str, connections: int, output: str) -> Load:
         rps=rps,
         latency_avg_ms=lat["mean"] / 1000,
         latency_max_ms=lat["max"] / 1000,
+        latency_p50_ms=lat.get("p50", 0) / 1000,
         latency_p99_ms=lat["p99"] / 1000,
         # wrk counts a status >= 400 as a "status" error: that is our non-2xx count (the
         # apps never redirect, so 3xx cannot hide there).
@@ -144,14 +158,19 @@ def _execute(cmd: list[str], duration: float) -> tuple[str, str]:
     return done.stdout, ""
 
 
-def wrk(url: str, scenario: Scenario, connections: int, duration: float, cpus: str) -> Load:
-    cmd = _pinned(cpus, ["wrk", "-t1", f"-c{connections}", f"-d{duration:g}s"])
+def wrk(
+    url: str, scenario: Scenario, connections: int, duration: float, cpus: str, threads: int = 1
+) -> Load:
+    # wrk refuses more threads than connections.
+    threads = max(1, min(threads, connections))
+    cmd = _pinned(cpus, [WRK, f"-t{threads}", f"-c{connections}", f"-d{duration:g}s"])
     cmd += ["--timeout", WRK_TIMEOUT, "-s", str(WRK_SCRIPT), url, "--", scenario.method]
     if scenario.method == "POST":
         cmd.append(str(scenario.body_size))
     out, problem = _execute(cmd, duration)
     load = _from_json("wrk", connections, out)
     load.problem = load.problem or problem
+    load.threads = threads
     return load
 
 
@@ -196,10 +215,39 @@ def parse_h2load(output: str, connections: int) -> Load:
     return load
 
 
-def h2load(url: str, scenario: Scenario, connections: int, duration: float, cpus: str) -> Load:
+def latency_percentiles(log: Path) -> tuple[float, float]:
+    """p50 and p99 in ms from h2load's --log-file (start µs, status, µs to the end of the
+    response; status -1 for a failed stream, left out): h2load's own summary gives only
+    min, max, mean and sd. The same rank as the suite's Go load generators take."""
+    samples = []
+    try:
+        with log.open() as rows:
+            for row in rows:
+                fields = row.split("\t")
+                if len(fields) >= 3 and fields[1] != "-1":
+                    samples.append(int(fields[2]))
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    if not samples:
+        return 0.0, 0.0
+    samples.sort()
+
+    def rank(pct: float) -> float:
+        return samples[min(len(samples) - 1, int(len(samples) * pct / 100))] / 1000
+
+    return rank(50), rank(99)
+
+
+def h2load(
+    url: str, scenario: Scenario, connections: int, duration: float, cpus: str, threads: int = 1
+) -> Load:
     clients = max(1, connections // H2_STREAMS)
-    cmd = _pinned(cpus, ["h2load", "-t1", "-c", str(clients), "-m", str(H2_STREAMS)])
-    cmd += ["-D", f"{duration:g}"]
+    # h2load refuses more threads than clients.
+    threads = max(1, min(threads, clients))
+    log = BENCH_DIR / ".work" / f"h2load-{os.getpid()}.tsv"
+    log.parent.mkdir(exist_ok=True)
+    cmd = _pinned(cpus, ["h2load", f"-t{threads}", "-c", str(clients), "-m", str(H2_STREAMS)])
+    cmd += ["-D", f"{duration:g}", "--log-file", str(log)]
     if scenario.method == "POST":
         body = BENCH_DIR / ".work" / f"h2-body-{scenario.body_size}.bin"
         body.parent.mkdir(exist_ok=True)
@@ -208,6 +256,9 @@ def h2load(url: str, scenario: Scenario, connections: int, duration: float, cpus
     out, problem = _execute([*cmd, url], duration)
     load = parse_h2load(out, connections)
     load.problem = load.problem or problem
+    load.latency_p50_ms, load.latency_p99_ms = latency_percentiles(log)
+    log.unlink(missing_ok=True)
+    load.threads = threads
     return load
 
 
@@ -266,28 +317,44 @@ def _children_cpu() -> float:
     return times.children_user + times.children_system
 
 
-def run(base: str, scenario: Scenario, connections: int, duration: float, cpus: str) -> Load:
-    """One load of `duration` seconds at `connections` against the server at `base`."""
+def run(
+    base: str,
+    scenario: Scenario,
+    connections: int,
+    duration: float,
+    cpus: str,
+    *,
+    threads: int = 1,
+) -> Load:
+    """One load of `duration` seconds at `connections` against the server at `base`, by
+    a load generator on `cpus`; wrk and h2load with `threads` threads (the Go ones use
+    every core of `cpus` anyway)."""
     # Load generators run one at a time as our children: the children's CPU time around
     # one run is that load generator's.
     before = _children_cpu()
-    load = _dispatch(base, scenario, connections, duration, cpus)
+    load = _dispatch(base, scenario, connections, duration, cpus, threads)
     if load.duration_s:
         load.client_cpu_pct = (_children_cpu() - before) / load.duration_s * 100
     return load
 
 
-def _dispatch(base: str, scenario: Scenario, connections: int, duration: float, cpus: str) -> Load:
+def _dispatch(
+    base: str, scenario: Scenario, connections: int, duration: float, cpus: str, threads: int = 1
+) -> Load:
     if scenario.protocol == "ws":
         url = base.replace("http://", "ws://") + scenario.path
-        return wsload(url, scenario, connections, duration, cpus)
+        load = wsload(url, scenario, connections, duration, cpus)
+        # Go's runtime runs on every core it is given: as many as wrk's threads would.
+        load.threads = threads
+        return load
     if scenario.protocol == "h2":
-        return h2load(base + scenario.path, scenario, connections, duration, cpus)
+        return h2load(base + scenario.path, scenario, connections, duration, cpus, threads)
     if scenario.protocol == "h3":
         # h3load counts body bytes only (wrk: the whole response), so the same check holds.
         load = h3load(base + scenario.path, scenario, connections, duration, cpus)
+        load.threads = threads
     else:
-        load = wrk(base + scenario.path, scenario, connections, duration, cpus)
+        load = wrk(base + scenario.path, scenario, connections, duration, cpus, threads)
     expected = scenario.expected_body()
     if load.requests and expected is not None and load.bytes_per_request < len(expected):
         load.problem = load.problem or (

@@ -14,6 +14,12 @@ RUNTIME_MODES = ("st", "mt")
 RUNTIME_THREADS = (1, 2, 4)
 # The deploy table's scenarios: the ones the project's throughput targets name.
 DEPLOY_SCENARIOS = ("get-4b", "post-10k", "json")
+# The many-core part's: the shared many-core recipe's GET 4 B and POST echo 1 KiB. The
+# deploy table runs them too when it is split (server and load on core sets of their own)
+# and the profile names them (the manycore part does).
+MANYCORE_SCENARIOS = ("get-4b", "post-1k")
+# Scenarios of that part alone: --full keeps the scenarios it had.
+PART_ONLY_SCENARIOS = ("post-1k",)
 # The Python table: bytes, str and echo on each interface, as Granian's table has them.
 PYTHON_SCENARIOS = ("get-4b", "get-str", "post-10k")
 # The event-loop table: a 10 KiB response and a 10 KiB body read in chunks.
@@ -26,7 +32,8 @@ MEMORY_WORKERS = (1, 2, 4)
 # on the scenarios Granian's tables use (GET 4 B unless said above).
 TABLES = {
     "main": "pinned, one worker: each server's default configuration (per-core cost)",
-    "deploy": "workers = cores, server and load generator unpinned (what users get)",
+    "deploy": "workers = cores, server and load generator unpinned (what users get); with "
+    "--server-cpus/--load-cpus, each on its own set of cores",
     "workers": "2 worker processes (both on the one server core)",
     "python": "Python versions: bytes, str and echo",
     "loops": "event loops (ASGI and RSGI servers): GET 10 KiB and POST echo 10 KiB",
@@ -56,7 +63,7 @@ QUICK = Profile(
     noise_repeats=3,
 )
 FULL = Profile(
-    scenarios=tuple(s.name for s in SCENARIOS),
+    scenarios=tuple(s.name for s in SCENARIOS if s.name not in PART_ONLY_SCENARIOS),
     levels=(64, 128, 256),
     duration=10.0,
     warmup=3.0,
@@ -90,6 +97,9 @@ class Part:
     interfaces: tuple[str, ...] = ("wsgi", "asgi", "rsgi")  # servers of these interfaces
     pythons: tuple[str, ...] = ()  # the Python table's versions
     servers: tuple[str, ...] = ()  # only these servers (globs), when not every one
+    # The deploy table on two core sets even without --server-cpus/--load-cpus (the
+    # cores split in halves): a part for machines with many cores.
+    split: bool = False
 
 
 _SERVED = ("get-4b", "post-10k", "json", "file")
@@ -98,6 +108,12 @@ _SERVED = ("get-4b", "post-10k", "json", "file")
 # ASGI apps) and Hypercorn (aioquic).
 HTTP3_SCENARIOS = ("h2tls-get", "h2tls-post", "h3-get", "h3-post")
 HTTP3_SERVERS = ("supervise-rsgi", "supervise-native", "supervise-native-asgi", "hypercorn")
+# The many-core table's rows: the shared many-core recipe's servers.
+MANYCORE_SERVERS = (
+    "supervise-gthread", "supervise-gevent", "supervise-native", "supervise-asgi",
+    "supervise-native-asgi", "supervise-rsgi", "granian-wsgi", "granian-asgi", "granian-rsgi",
+    "uvicorn-httptools", "gunicorn-gthread",
+)  # fmt: skip
 PARTS = {
     "versus-wsgi": Part("one worker, WSGI servers: GET, POST echo, JSON, file", ("main",),
                         _SERVED, ("wsgi",)),
@@ -108,6 +124,9 @@ PARTS = {
     "versus-h2-ws": Part("one worker: HTTP/2 GET and POST, WebSocket echo and broadcast",
                          ("main",), ("h2-get", "h2-post", "ws-echo", "ws-broadcast")),
     "deploy": Part("workers = cores, unpinned", ("deploy",), DEPLOY_SCENARIOS),
+    "manycore": Part("many cores: server on --server-cpus, wrk (a thread per core) on "
+                     "--load-cpus (default: halves): GET 4 B, POST echo 1 KiB", ("deploy",),
+                     MANYCORE_SCENARIOS, servers=MANYCORE_SERVERS, split=True),
     "static": Part("one worker: static files, GET 1 KiB and 1 MiB, supervise's --static-map "
                    "against Granian's static route and nginx", ("main",),
                    ("static-1k", "static-1m"), (STATIC,)),
@@ -173,17 +192,20 @@ def build(
     default_py: str,
     *,
     cores: int = 2,
+    split: bool = False,
 ) -> list[Point]:
     """The plan's points; `cores` is the deploy table's worker count (the cores the
-    servers may use)."""
+    servers may use); `split`: the deploy table's server and load generator each on a
+    core set of its own."""
     points: list[Point] = []
     if "main" in tables:
         points += [Point("main", BY_NAME[name], default_py) for name in scenarios]
     if "deploy" in tables:
-        deploy = Options(workers=cores, pinned=False)
+        deploy = Options(workers=cores, pinned=False, split=split)
+        names = (*DEPLOY_SCENARIOS, *(MANYCORE_SCENARIOS if split else ()))
         points += [
             Point("deploy", BY_NAME[name], default_py, deploy)
-            for name in DEPLOY_SCENARIOS
+            for name in dict.fromkeys(names)
             if name in scenarios
         ]
     base = BY_NAME["get-4b"]

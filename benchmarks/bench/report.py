@@ -16,7 +16,13 @@ from bench.report_cells import (
     summary_table,
     variant,
 )
-from bench.report_deploy import deploy_section, deploy_workers, versus_pinned
+from bench.report_deploy import (
+    deploy_section,
+    deploy_workers,
+    split_of,
+    split_sentence,
+    versus_pinned,
+)
 from bench.report_memory import memory_table, one_worker_get, scaling_section
 
 __all__ = ["ratios", "render", "versus_pinned"]
@@ -39,16 +45,24 @@ def _machine(doc: dict) -> list[str]:
         f"{meta['server_cpu']}; the load generator (and this harness) on core {meta['load_cpu']}",
     ]
     workers = deploy_workers(doc)
-    if workers:
+    if workers and split_of(meta):
+        lines.append(
+            f"- Deploy table: {split_sentence(meta, m['cores'], workers)}; the harness on "
+            f"core {meta['load_cpu']}"
+        )
+    elif workers:
         lines.append(
             f"- Deploy table: {workers} workers per server; server and load generator both "
             f"free on cores {_cores(meta)} (the scheduler places them; the harness stays on "
             f"core {meta['load_cpu']})"
         )
+    threads = meta.get("deploy_load_threads") or 1
+    split_threads = f" ({threads} in the deploy table)" if split_of(meta) and threads > 1 else ""
     lines += [
         f"- Load generators: {tools}; wsload (in this suite, Go) for WebSocket. "
-        f"wrk: 1 thread, `--timeout {meta['wrk_timeout']}`; h2load: 1 thread, "
-        f"{meta['h2_streams']} streams per connection (connections = level / streams)",
+        f"wrk: 1 thread{split_threads}, `--timeout {meta['wrk_timeout']}`; h2load: 1 "
+        f"thread{split_threads}, {meta['h2_streams']} streams per connection (connections = "
+        "level / streams)",
     ]
     protocols = {p["protocol"] for p in doc["points"]}
     if "h3" in protocols:
@@ -87,7 +101,14 @@ def _which_tables(doc: dict) -> list[str]:
             "what a deployment gets."
         )
     workers = deploy_workers(doc)
-    if workers:
+    if workers and split_of(meta):
+        where = split_sentence(meta, doc["machine"]["cores"], workers)
+        lines.append(
+            f"- **Deploy, server and load generator on cores of their own**: {where}. The "
+            "load generator never takes a server core: what a server does with that many "
+            "cores when the client is not in its way."
+        )
+    elif workers:
         lines.append(
             f"- **Deploy: workers = cores ({workers}), unpinned: what users get**. Each "
             f"server runs {workers} workers as users deploy it, and neither the server nor "
@@ -106,9 +127,10 @@ def _noise(doc: dict) -> list[str]:
     if "problem" in n:
         return [f"The repeated point could not be measured: {n['problem']}"]
     figures = ", ".join(num(f) for f in n["rps"])
+    deploy = "server and load on their own cores" if split_of(doc["meta"]) else "unpinned"
     where = {
         "main": " (pinned, 1 worker)",
-        "deploy": " (deploy table: workers = cores, unpinned)",
+        "deploy": f" (deploy table: workers = cores, {deploy})",
     }.get(n.get("table", "main"), "")
     return [
         f"`{n['scenario']}`{where} on {n['server']} at c={n['connections']}, "
@@ -209,6 +231,8 @@ def render(doc: dict, chart_dir: str) -> str:
             chart_dir,
             single=meta.get("single_process", ()),
             spread=noise_spread(doc, "deploy"),
+            meta=meta,
+            machine_cores=doc["machine"].get("cores"),
         )
     out += scaling_section([p for p in points if p["table"] == "memory"], chart_dir)
     for table, title in TABLES.items():
@@ -262,7 +286,8 @@ def render(doc: dict, chart_dir: str) -> str:
         out += ["Pinned, one worker (main table):", "", *pinned_cmds, ""]
     deploy_cmds = _commands(points, "deploy")
     if deploy_cmds:
-        out += ["Deploy table (workers = cores, unpinned):", "", *deploy_cmds, ""]
+        how = "server and load on their own cores" if split_of(meta) else "unpinned"
+        out += [f"Deploy table (workers = cores, {how}):", "", *deploy_cmds, ""]
     threads_cmds = [c for p in points if p["table"] == "threads" for c in _commands([p], "threads")]
     if threads_cmds:
         out += ["Runtime mode and threads table:", "", *threads_cmds, ""]

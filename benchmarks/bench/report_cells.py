@@ -18,6 +18,28 @@ def mib(memory: dict | None, key: str = "rss") -> str:
     return f"{memory[key] / MIB:.1f}" if memory else "—"
 
 
+def latency_cells(run: dict) -> str:
+    """p50 | p99 in ms; "—" where the run has none: results from before p50 was kept, and
+    broadcast runs, which time no request."""
+    cells = []
+    for key in ("latency_p50_ms", "latency_p99_ms"):
+        value = run.get(key)
+        cells.append(f"{value:.2f} ms" if value else "—")
+    return " | ".join(cells)
+
+
+def client_bound(run: dict) -> bool:
+    """The load generator used nearly all of its cores (one per thread): the client, not
+    the server, may have set the pace."""
+    return run.get("client_cpu_pct", 0) >= CLIENT_BOUND_PCT * run.get("threads", 1)
+
+
+def cores_busy(run: dict) -> float | None:
+    """Cores the server's process tree kept busy over the load (CPU seconds / wall)."""
+    used, wall = run.get("server_cpu_s"), run.get("server_cpu_wall_s")
+    return used / wall if used is not None and wall else None
+
+
 def cpu_cells(run: dict) -> str:
     """The server's CPU per request (per message for WebSockets), in µs, and the cores
     it kept busy: a server using a whole core is CPU-bound and its µs say why it is
@@ -71,14 +93,14 @@ def scenario_table(point: dict) -> list[str]:
     middle = "Send msg/s | Receive msg/s" if broadcast else "Avg latency | Max latency"
     lines = [
         f"| Server | Version | {total} | {'Combined ' if broadcast else ''}{unit} "
-        f"| vs best peer, same interface | {middle} | Server CPU µs per "
+        f"| vs best peer, same interface | p50 | p99 | {middle} | Server CPU µs per "
         f"{'message' if point['protocol'] == 'ws' else 'request'} | Server cores busy "
         "| RSS idle (MiB) | RSS load (MiB) | Errors | Best at |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|",
     ]
     for entry in ranked(point):
         best = entry["best"]
-        bound = " †" if best.get("client_cpu_pct", 0) >= CLIENT_BOUND_PCT else ""
+        bound = " †" if client_bound(best) else ""
         if broadcast:
             rates = best.get("broadcast") or {}
             middle = f"{num(rates.get('send', 0))} | {num(rates.get('receive', 0))}"
@@ -88,15 +110,17 @@ def scenario_table(point: dict) -> list[str]:
             at = f"c={best['connections']}"
         lines.append(
             f"| {name_cell(entry)} | {entry['version']} | {num(best['requests'])} "
-            f"| {num(best['rps'])}{bound} | {versus_best_peer(point, entry)} | {middle} "
+            f"| {num(best['rps'])}{bound} | {versus_best_peer(point, entry)} "
+            f"| {latency_cells(best)} | {middle} "
             f"| {cpu_cells(best)} | {mib(entry['memory_idle'])} | {mib(entry['memory_load'])} "
             f"| {errors_cell(entry)} | {at} |"
         )
     for entry in point["servers"].values():
         if not entry.get("best"):
+            dashes = " — |" * 11
             lines.append(
-                f"| {name_cell(entry)} | {entry['version']} | — | — | — | — | — | — | — | — | — "
-                f"| {entry['status']}: {entry['reason'][:120]} | — |"
+                f"| {name_cell(entry)} | {entry['version']} |{dashes} "
+                f"{entry['status']}: {entry['reason'][:120]} | — |"
             )
     return lines
 
@@ -126,7 +150,12 @@ def ratios(point: dict) -> list[dict]:
     for sup in (e for e in point["servers"].values() if e["supervise"] and e.get("best")):
         same = [p for p in peers if p["interface"] == sup["interface"]]
         granian = [p for p in same if p["server"] == f"granian-{sup['interface']}"]
-        row = {"server": sup["server"], "rps": sup["best"]["rps"], "clean": sup["status"] == "ok"}
+        row = {
+            "server": sup["server"],
+            "rps": sup["best"]["rps"],
+            "latency": latency_cells(sup["best"]),
+            "clean": sup["status"] == "ok",
+        }
         for key, pool in (("interface", same), ("overall", peers), ("granian", granian)):
             if pool:
                 top = max(pool, key=lambda p: p["best"]["rps"])
@@ -160,19 +189,19 @@ def noise_spread(doc: dict, table: str) -> float | None:
 
 def summary_table(points: list[dict], spread: float | None = None) -> list[str]:
     lines = [
-        "| Scenario | supervise worker | RPS | vs best peer, same interface "
+        "| Scenario | supervise worker | RPS | p50 | p99 | vs best peer, same interface "
         "| vs best peer, any interface |",
-        "|---|---|--:|---|---|",
+        "|---|---|--:|--:|--:|---|---|",
     ]
     for point in points:
         for row in ratios(point):
             lines.append(
                 f"| {point['scenario']} | {row['server']} | {num(row['rps'])} "
-                f"| {ratio_cell(row, 'interface', spread)} "
+                f"| {row['latency']} | {ratio_cell(row, 'interface', spread)} "
                 f"| {ratio_cell(row, 'overall', spread)} |"
             )
     if len(lines) == 2:
-        lines.append("| — | no supervise worker class served any scenario | | | |")
+        lines.append("| — | no supervise worker class served any scenario | | | | | |")
     return lines
 
 
@@ -180,8 +209,10 @@ def legend() -> str:
     return (
         "Ratio of supervise's best clean throughput to a clean peer's in the same run "
         "(> 1 means supervise is faster). ⚠ marks figures with errors; † in the tables marks "
-        f"runs whose load generator used over {CLIENT_BOUND_PCT:.0f}% of a core, where the "
-        "figure is a lower bound for the server. **tie**: the ratio is within the noise this "
+        f"runs whose load generator used over {CLIENT_BOUND_PCT:.0f}% of its cores (one per "
+        "thread), where the figure is a lower bound for the server. p50 and p99: the "
+        'latency of the best level\'s requests, "—" where the run kept none. '
+        "**tie**: the ratio is within the noise this "
         "run measured on the same table (section Noise), so neither side wins; a table "
         "without its own noise measure marks no ties."
     )
@@ -199,7 +230,8 @@ def variant(point: dict) -> str:
         threads = f"{n} thread{'s' if n != 1 else ''}"
         return f"{mode.upper()}, {threads}" if mode else f"runtime threads: {n}"
     if point["table"] == "deploy":
-        return f"{point['title']}, {opts['workers']} workers unpinned"
+        where = "server and load on core sets of their own" if opts.get("split") else "unpinned"
+        return f"{point['title']}, {opts['workers']} workers {where}"
     if point["table"] == "workers":
         return f"{opts['workers']} worker{'s' if opts['workers'] > 1 else ''}"
     return point["title"]

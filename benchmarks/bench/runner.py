@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import loadgen, procs, verify
+from bench.cpus import Split
 from bench.peers import BENCH_DIR, Venv, server_env
 from bench.plan import Point, applicable, server_options
 from bench.servers import HOST, Server, Unsupported
@@ -36,14 +37,26 @@ class Context:
     file_path: str = ""
     # Every core the harness may use: where unpinned servers and load generators run.
     all_cpus: tuple[int, ...] = ()
+    # The deploy table's server and load-generator cores when they are kept apart
+    # (--server-cpus / --load-cpus, or the many-core part's halves).
+    split: Split | None = None
     results: dict[str, dict] = field(default_factory=dict)
 
     def placement(self, point: Point) -> tuple[str, str]:
         """taskset CPU lists for the server and the load generator of this point."""
         if point.options.pinned:
             return str(self.server_cpu), str(self.load_cpu)
+        if point.options.split and self.split:
+            return procs.cpu_list(self.split.server), procs.cpu_list(self.split.load)
         every = procs.cpu_list(self.all_cpus or range(os.cpu_count() or 1))
         return every, every
+
+    def load_threads(self, point: Point) -> int:
+        """wrk's and h2load's threads: one per load core when the load generator has cores
+        of its own, else one (what every table ran with before the split existed)."""
+        if not point.options.pinned and point.options.split and self.split:
+            return self.split.load_threads
+        return 1
 
 
 def _env(venv: Venv, ctx: Context) -> dict[str, str]:
@@ -111,7 +124,8 @@ def _run_server(point: Point, server: Server, ctx: Context, entry: dict, rnd: in
     entry["command"] = [Path(cmd[0]).name, *cmd[1:]]
     logfile = ctx.logs / f"{point.key.replace('/', '_')}-{server.name}-r{rnd}.log"
     server_cpus, load_cpus = ctx.placement(point)
-    entry["cpus"] = {"server": server_cpus, "load": load_cpus}
+    threads = ctx.load_threads(point)
+    entry["cpus"] = {"server": server_cpus, "load": load_cpus, "load_threads": threads}
     proc = procs.start(cmd, cpus=server_cpus, cwd=BENCH_DIR, env=_env(venv, ctx), log=logfile)
     try:
         if not procs.wait_listening(proc, port, ctx.start_timeout):
@@ -138,13 +152,13 @@ def _run_server(point: Point, server: Server, ctx: Context, entry: dict, rnd: in
         # 97.0k after one at c=64 (medians of 3 alternated rounds).
         levels = sorted(scenario.levels(ctx.levels))
         if ctx.warmup > 0:
-            loadgen.run(base, scenario, levels[0], ctx.warmup, load_cpus)
+            loadgen.run(base, scenario, levels[0], ctx.warmup, load_cpus, threads=threads)
         for level in levels:
             sampler = procs.MemorySampler(proc.pid)
             sampler.start()
             pids = procs.tree_pids(proc.pid)
             cpu_before, since = procs.cpu_seconds(pids), time.monotonic()
-            load = loadgen.run(base, scenario, level, ctx.duration, load_cpus)
+            load = loadgen.run(base, scenario, level, ctx.duration, load_cpus, threads=threads)
             cpu_after, wall = procs.cpu_seconds(pids), time.monotonic() - since
             peak = sampler.finish()
             entry["memory_load"] = _max_memory(entry["memory_load"], peak)
@@ -158,7 +172,8 @@ def _run_server(point: Point, server: Server, ctx: Context, entry: dict, rnd: in
             flag = "" if load.clean else f"  !! {_problems(run)}"
             ctx.log(
                 f"    {server.name:<20} c={level:<4} {load.rps:>10.0f} rps  "
-                f"avg {load.latency_avg_ms:7.2f} ms  rss {peak['rss'] / 2**20:6.1f} MiB  "
+                f"p50 {load.latency_p50_ms:6.2f} ms  p99 {load.latency_p99_ms:7.2f} ms  "
+                f"rss {peak['rss'] / 2**20:6.1f} MiB  "
                 f"client cpu {load.client_cpu_pct:3.0f}%{flag}"
             )
         after = _verify(port, point, venv, attempts=1)
@@ -253,6 +268,7 @@ def noise(point: Point, server: Server, level: int, repeats: int, ctx: Context) 
     cmd = server.command(venv, port, server_options(point))
     logfile = ctx.logs / f"noise-{server.name}.log"
     server_cpus, load_cpus = ctx.placement(point)
+    threads = ctx.load_threads(point)
     proc = procs.start(cmd, cpus=server_cpus, cwd=BENCH_DIR, env=_env(venv, ctx), log=logfile)
     figures: list[float] = []
     try:
@@ -260,9 +276,11 @@ def noise(point: Point, server: Server, level: int, repeats: int, ctx: Context) 
             return {"server": server.name, "problem": f"could not start: {_tail(logfile)}"}
         base = _base(point, port)
         if ctx.warmup > 0:
-            loadgen.run(base, point.scenario, level, ctx.warmup, load_cpus)
+            loadgen.run(base, point.scenario, level, ctx.warmup, load_cpus, threads=threads)
         for _ in range(repeats):
-            load = loadgen.run(base, point.scenario, level, ctx.duration, load_cpus)
+            load = loadgen.run(
+                base, point.scenario, level, ctx.duration, load_cpus, threads=threads
+            )
             figures.append(load.rps)
     finally:
         procs.stop(proc)

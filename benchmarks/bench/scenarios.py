@@ -88,6 +88,8 @@ SCENARIOS = [
     Scenario("get-1k", "GET 1 KiB", "/1k"),
     Scenario("get-10k", "GET 10 KiB", "/10k"),
     Scenario("post-4b", "POST echo 4 B (body iterated)", "/echo", method="POST", body_size=4),
+    # The many-core part's POST, as the shared many-core recipe (../shared/manycore) sent it.
+    Scenario("post-1k", "POST echo 1 KiB (body iterated)", "/echo", method="POST", body_size=1024),
     Scenario(
         "post-10k", "POST echo 10 KiB (body iterated)", "/echo", method="POST", body_size=10240
     ),

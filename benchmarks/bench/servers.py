@@ -52,6 +52,9 @@ class Options:
     # False: server and load generator may run on every core (the deploy table), as users
     # run them; True: the server on its core, the load generator on another.
     pinned: bool = True
+    # With pinned False: the server on one set of cores and the load generator on another
+    # (--server-cpus / --load-cpus, a machine with many cores) rather than both on all.
+    split: bool = False
     echo: bool = False  # serve the echo app instead of the benchmark app
     # Set from the scenario (plan.server_options), not a table's dimension: TLS on the TCP
     # port with the suite's self-signed certificate (tls_files), and HTTP/3 on the same
@@ -71,7 +74,7 @@ class Options:
         if self.runtime_threads:
             parts.append(f"{self.runtime_threads}rt")
         if not self.pinned:
-            parts.append("unpinned")
+            parts.append("split" if self.split else "unpinned")
         if self.echo:
             parts.append("echo")
         if self.quic:
