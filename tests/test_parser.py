@@ -462,6 +462,24 @@ def test_request_header_lookup_and_repr(parser: _native.RequestParser) -> None:
         req.method = "POST"
 
 
+def test_fields_named_for_the_proxy_rules(parser: _native.RequestParser) -> None:
+    """The proxy rules' lookup: any case, repeats joined with ",", None when absent."""
+    raw = (
+        b"GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 10.0.0.1\r\n"
+        b"x-forwarded-for: 10.0.0.2\r\nX-Forwarded-Proto: https\r\nAccept: */*\r\n\r\n"
+    )
+    req, _ = parser.parse(raw)
+    names = (b"forwarded", b"x-forwarded-for", b"x-forwarded-proto")
+    assert req.fields_named(names) == {
+        "x-forwarded-for": "10.0.0.1,10.0.0.2",
+        "x-forwarded-proto": "https",
+    }
+    assert req.fields_named((b"forwarded",)) is None
+    assert req.fields_named(()) is None
+    with pytest.raises(TypeError):
+        req.fields_named(("x-forwarded-for",))
+
+
 def test_environ_is_a_fresh_copy(parser: _native.RequestParser) -> None:
     req, _ = parser.parse(b"GET /app/x?y=1 HTTP/1.1\r\nHost: h\r\n\r\n")
     base = {"SCRIPT_NAME": "/app", "wsgi.url_scheme": "http", "SERVER_NAME": "h"}

@@ -16,6 +16,7 @@ from supervise._native import RequestParser
 from supervise.http.health import HealthProbes
 from supervise.http.proxy import ProxyRules
 from supervise.http.state import MAKE_ROOM_GRACE, ServeState
+from supervise.http.task_start import task_starter
 from supervise.tls import server_certificate
 
 _NEVER = float("inf")
@@ -62,6 +63,9 @@ class AsgiContext:
         self.log = log
         self.state = state
         self.loop = loop
+        # Eager where the Python has it (a simple response is then written
+        # before data_received returns, with no extra turn of the loop).
+        self.start_task = task_starter(loop)
         self.request_done = request_done
         # The worker's scoreboard recorder (status, seconds, body bytes), or None
         # when no metrics are read.
@@ -82,6 +86,8 @@ class AsgiContext:
         self.server_cert = server_certificate(cfg.certfile) if is_tls else None
         self.proxy = ProxyRules(cfg)
         self.access_log = log.access_enabled
+        # Whether a request's time is read at all (metrics or access log).
+        self.timed = record is not None or self.access_log
         # Every open connection, HTTP or WebSocket: the worker sweeps them every
         # tick and shuts them down on a graceful stop.
         self.connections: set[AsgiConnection] = set()
@@ -110,7 +116,19 @@ class AsgiContext:
         # (set by the worker).
         self.statics: Any = None
         self.health_checked: Callable[[], None] = _nothing
+        # Whether anything is decided before the app (HttpProtocol._screen),
+        # so that a request with nothing to decide reads one flag.
+        self.screened = bool(self.limit_body or self.limit_concurrency)
         self.log_probes = bool(cfg.health_access_log) and self.access_log
+
+    def answer_first(self, probes: HealthProbes | None, statics: Any) -> None:
+        """What is answered before the app: --health-path probes and
+        --static-map files (None: nothing)."""
+        self.probes = probes
+        self.statics = statics
+        self.screened = bool(
+            probes is not None or statics is not None or self.limit_body or self.limit_concurrency
+        )
 
     def has_slot(self, now: float) -> bool:
         """Whether a new connection can be seated, giving a slot away if needed."""

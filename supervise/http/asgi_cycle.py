@@ -100,19 +100,20 @@ class RequestCycle:
         self.body_size = 0
         self.body_delivered = False  # the app got the last http.request message
         self.continue_sent = not req.expect_continue
-        self.last_read = monotonic()
         self._decoder: Any = None
-        self._remaining = 0
         if req.chunked:
             self._decoder = ChunkedDecoder(proto.ctx.limit_body)
             self.body_pending = True
+            self._remaining = 0
         else:
-            self._remaining = req.content_length or 0
-            self.body_pending = self._remaining > 0
+            self._remaining = remaining = req.content_length or 0
+            self.body_pending = remaining > 0
+        # Read only while a body is pending (the sweep's body_timeout).
+        self.last_read = monotonic() if self.body_pending else 0.0
         # Response.
         self._status = 0
         self._headers: Any = ()
-        self._trailer_fields: list[Any] = []
+        self._trailer_fields: list[Any] | None = None  # made by the first trailers message
         self.trailers = False
         self._chunked = False
         self._length = -1  # the Content-Length being sent, -1 when none
@@ -212,20 +213,28 @@ class RequestCycle:
     # -- the app's send -----------------------------------------------------------------
     async def send(self, message: dict[str, Any]) -> None:
         kind = message["type"]
-        state = self.response
         if self.gone:
             raise ClientDisconnected(f"the client went away ({kind} not sent)")
+        state = self.response
+        # The two messages of nearly every response first, each in one test.
+        if kind == "http.response.body" and (state is _Started or state is _Streaming):
+            self._body(message)
+        elif kind == "http.response.start" and state is _NotStarted:
+            self._start(message)
+        else:
+            await self._rare(kind, state, message)
+        if self.proto.write_paused and not self.gone:
+            await self.proto.drain()
+
+    async def _rare(self, kind: str, state: type, message: dict[str, Any]) -> None:
+        """Every other message, and every message out of order."""
         if state is _NotStarted:
-            if kind == "http.response.start":
-                self._start(message)
-            elif kind == "http.response.early_hint":
+            if kind == "http.response.early_hint":
                 self._early_hint(message)
             else:
                 raise RuntimeError(f"Expected ASGI message 'http.response.start', got {kind!r}")
         elif state is _Started or state is _Streaming:
-            if kind == "http.response.body":
-                self._body(message)
-            elif kind == "http.response.pathsend" and state is _Started:
+            if kind == "http.response.pathsend" and state is _Started:
                 await self._pathsend(message)
             else:
                 raise RuntimeError(f"Expected ASGI message 'http.response.body', got {kind!r}")
@@ -235,8 +244,6 @@ class RequestCycle:
             self._trailers(message)
         else:
             raise RuntimeError(f"ASGI message {kind!r} sent after the response was complete")
-        if self.proto.write_paused and not self.gone:
-            await self.proto.drain()
 
     def _start(self, message: dict[str, Any]) -> None:
         status = message["status"]
@@ -246,7 +253,8 @@ class RequestCycle:
         headers = message.get("headers", ())
         # Kept for the access log: an iterator would be used up by the head.
         self._headers = headers if type(headers) in (list, tuple) else list(headers)
-        self.trailers = bool(message.get("trailers", False))
+        if "trailers" in message:
+            self.trailers = bool(message["trailers"])
         self.response = _Started
 
     def _head(self, body_length: int) -> bytes:
@@ -271,7 +279,7 @@ class RequestCycle:
                 raise TypeError(f"http.response.body 'body' must be bytes, not {type(body)}")
             body = bytes(body)
         more = message.get("more_body", False)
-        write = self.proto.transport.write
+        transport = self.proto.transport
         if self.response is _Started:
             # Announced trailers need chunked framing, even for a body in one message.
             head = self._head(-1 if more or self.trailers else len(body))
@@ -281,17 +289,23 @@ class RequestCycle:
                 # body is not copied behind its head: what the socket does not
                 # take at once stays the app's own object, not a second copy
                 # per slow reader.
-                self._count(len(body))
-                if len(body) <= _JOIN_UP_TO:
-                    write(head + body)
+                size = len(body)
+                if size > self._length:
+                    raise RuntimeError("Response content longer than its Content-Length")
+                self._sent = size  # the first body bytes
+                if size <= _JOIN_UP_TO:
+                    transport.write(head + body)
                 else:
-                    self.proto.transport.writelines((head, body))
+                    transport.writelines((head, body))
+                if not more and not self.trailers:
+                    self._finish()  # nothing more to frame: no last chunk, no trailers
+                    return
                 body = b""
             else:
-                write(head)
+                transport.write(head)
         if body and self._length != 0:
             self._count(len(body))
-            write(b"%x\r\n%b\r\n" % (len(body), body) if self._chunked else body)
+            transport.write(b"%x\r\n%b\r\n" % (len(body), body) if self._chunked else body)
         if not more:
             self._body_done()
 
@@ -311,11 +325,13 @@ class RequestCycle:
 
     def _trailers(self, message: dict[str, Any]) -> None:
         # Gathered until the last message: the trailer section is written once.
+        if self._trailer_fields is None:
+            self._trailer_fields = []
         self._trailer_fields.extend(message.get("headers", ()))
         if message.get("more_trailers", False):
             return
         if self._chunked:
-            fields = b"".join(_field(name, value) for name, value in self._trailer_fields)
+            fields = b"".join(_field(name, value) for name, value in self._trailer_fields or ())
             self.proto.transport.write(b"0\r\n" + fields + b"\r\n")
         self._finish()
 
@@ -331,7 +347,8 @@ class RequestCycle:
                 self._length,
             )
             keep_alive = False
-        self._wake()
+        if self._waiter is not None:
+            self._wake()
         self.proto.response_complete(self, keep_alive=keep_alive)
 
     def _early_hint(self, message: dict[str, Any]) -> None:
@@ -407,10 +424,10 @@ class RequestCycle:
     # -- the app call -----------------------------------------------------------------
     async def run(self, app: Any = None) -> None:
         """Runs the app (or ``app``: a static file's answer) for this request."""
-        proto = self.proto
-        ctx = proto.ctx
+        ctx = self.proto.ctx
         ctx.in_flight += 1
-        started = perf_counter()
+        # Read only by the metrics and the access log.
+        started = perf_counter() if ctx.timed else 0.0
         try:
             await (app or ctx.app)(self.scope, self.receive, self.send)
         except Exception as exc:
@@ -418,26 +435,31 @@ class RequestCycle:
                 ctx.log.exception("Error handling request %s", request_line(self.req))
             self._failed()
         else:
-            if self.response is _NotStarted and not self.gone:
-                ctx.log.error(
-                    "ASGI app returned without starting a response to %s", request_line(self.req)
-                )
-                self._failed()
-            elif self.response is not _Complete and not self.gone:
-                ctx.log.error(
-                    "ASGI app returned without completing its response to %s",
-                    request_line(self.req),
-                )
-                self._failed()
+            if self.response is not _Complete and not self.gone:
+                self._unfinished()
         finally:
             ctx.in_flight -= 1
             ctx.request_done()
-            record = ctx.record
-            if record is not None:
-                status = self._status or (500 if self.response is _Complete else 0)
-                record(status, perf_counter() - started, self._sent)
-            if ctx.access_log:
-                self._log_access(perf_counter() - started)
+            if ctx.timed:
+                self._account(perf_counter() - started)
+
+    def _unfinished(self) -> None:
+        """The app returned before its response was complete."""
+        what = "starting a" if self.response is _NotStarted else "completing its"
+        self.proto.ctx.log.error(
+            "ASGI app returned without %s response to %s", what, request_line(self.req)
+        )
+        self._failed()
+
+    def _account(self, seconds: float) -> None:
+        """The request's figures (--metrics) and its access log line."""
+        ctx = self.proto.ctx
+        record = ctx.record
+        if record is not None:
+            status = self._status or (500 if self.response is _Complete else 0)
+            record(status, seconds, self._sent)
+        if ctx.access_log:
+            self._log_access(seconds)
 
     def _final_status(self) -> int | None:
         """The status the client got: a 500 sent for a failed app when none was started."""

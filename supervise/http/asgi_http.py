@@ -17,7 +17,6 @@ sweep (write_stall.py).
 from __future__ import annotations
 
 import asyncio
-import sys
 from time import monotonic
 from typing import Any
 
@@ -34,20 +33,6 @@ from supervise.http.state import IDLE_GRACE_ON_STOP
 from supervise.http.write_stall import WriteStall
 
 _NEVER = float("inf")
-
-if sys.version_info >= (3, 12):
-
-    def start_task(loop: asyncio.AbstractEventLoop, coro: Any) -> None:
-        # Eager: the app runs at once, up to its first real wait; a simple
-        # response is then written before data_received returns, with no
-        # extra turn of the loop.
-        asyncio.Task(coro, loop=loop, eager_start=True)
-
-else:
-
-    def start_task(loop: asyncio.AbstractEventLoop, coro: Any) -> None:
-        loop.create_task(coro)
-
 
 # Unparsed bytes (pipelined requests waiting behind the current one) past
 # which reading pauses until the current response is done.
@@ -185,10 +170,13 @@ class HttpProtocol(asyncio.Protocol):
             return
         self.served = True
         self.idle_since = now = monotonic()
-        self.deadline = now + (self.ctx.header_timeout if self.buf else self.ctx.keepalive)
-        self.resume_reading()
+        if self.read_paused:
+            self.resume_reading()
         if self.buf:
+            self.deadline = now + self.ctx.header_timeout
             self._next_request()
+        else:
+            self.deadline = now + self.ctx.keepalive
 
     def close(self) -> None:
         if not self.transport.is_closing():
@@ -262,18 +250,11 @@ class HttpProtocol(asyncio.Protocol):
             self._upgrade(req, buf[:size], buf[size:])
             return
         self.buf = buf[size:]
-        if ctx.probes is not None and ctx.probes.is_probe(req.raw_path):
-            self._answer_probe(req, ctx.probes)
-            return
         static = None
-        if ctx.statics is not None and ctx.statics.claims(req.raw_path):
-            static = ctx.statics.decide(req)
-        if ctx.limit_body and req.content_length and req.content_length > ctx.limit_body:
-            self._refuse(413, f"Request body larger than {ctx.limit_body} bytes")
-            return
-        if ctx.limit_concurrency and ctx.in_flight >= ctx.limit_concurrency:
-            self._refuse(503, "Too many requests in flight")
-            return
+        if ctx.screened:
+            answered, static = self._screen(req)
+            if answered:
+                return
         assert self.info is not None
         try:
             scope = http_scope(ctx, self.info, req)
@@ -288,7 +269,26 @@ class HttpProtocol(asyncio.Protocol):
         if self.buf and cycle.body_pending:
             rest, self.buf = self.buf, b""
             self.buf = cycle.feed_body(rest)
-        start_task(ctx.loop, cycle.run(cycle.static_app(static) if static is not None else None))
+        ctx.start_task(cycle.run(cycle.static_app(static) if static is not None else None))
+
+    def _screen(self, req: Any) -> tuple[bool, Any]:
+        """What the settings decide before the app (probes, static files, the
+        body and concurrency limits): whether that answered the request, and
+        a static file's answer for the cycle to send."""
+        ctx = self.ctx
+        if ctx.probes is not None and ctx.probes.is_probe(req.raw_path):
+            self._answer_probe(req, ctx.probes)
+            return True, None
+        static = None
+        if ctx.statics is not None and ctx.statics.claims(req.raw_path):
+            static = ctx.statics.decide(req)
+        if ctx.limit_body and req.content_length and req.content_length > ctx.limit_body:
+            self._refuse(413, f"Request body larger than {ctx.limit_body} bytes")
+            return True, None
+        if ctx.limit_concurrency and ctx.in_flight >= ctx.limit_concurrency:
+            self._refuse(503, "Too many requests in flight")
+            return True, None
+        return False, static
 
     def _answer_probe(self, req: Any, probes: HealthProbes) -> None:
         """A --health-path probe, answered here instead of by the app."""

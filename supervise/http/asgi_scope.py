@@ -23,7 +23,7 @@ def _sockaddr(addr: Any) -> tuple[str, int] | None:
 class ConnectionInfo:
     """What every request on one connection shares."""
 
-    __slots__ = ("client", "extensions", "scheme", "server", "trusted")
+    __slots__ = ("client", "extensions", "http_base", "scheme", "server", "trusted")
 
     def __init__(self, ctx: AsgiContext, transport: Any, peer: Any = None) -> None:
         # ``peer``: the client a PROXY header named; None: the socket's own peer.
@@ -45,6 +45,17 @@ class ConnectionInfo:
         ssl_object = transport.get_extra_info("ssl_object")
         if ssl_object is not None:
             self.extensions["tls"] = _tls_extension(ssl_object, ctx.server_cert)
+        # The keys of an http scope that are the connection's: each request
+        # copies them (one C-level copy) instead of building them again.
+        self.http_base: dict[str, Any] = {
+            "type": "http",
+            "asgi": ctx.asgi,
+            "server": self.server,
+            "client": self.client,
+            "root_path": ctx.root_path,
+            "scheme": self.scheme,
+            "extensions": self.extensions,
+        }
 
 
 def _tls_extension(ssl_object: ssl.SSLObject, server_cert: str | None) -> dict[str, Any]:
@@ -75,28 +86,29 @@ def _cipher_number(ssl_object: ssl.SSLObject) -> int | None:
 _TLS_VERSIONS = {"TLSv1": 0x0301, "TLSv1.1": 0x0302, "TLSv1.2": 0x0303, "TLSv1.3": 0x0304}
 
 
-def _scope(ctx: AsgiContext, info: ConnectionInfo, req: Any, kind: str) -> dict[str, Any]:
-    """The keys the http and websocket scopes share; the request's own
-    (path, raw_path, query_string, headers, ...) come from the native builder
-    the engine uses too (native/src/py/asgi_scope.rs)."""
+def _websocket_scope(ctx: AsgiContext, info: ConnectionInfo, req: Any) -> dict[str, Any]:
+    """The keys of a websocket scope that are not the extension's; the
+    request's own (path, raw_path, query_string, headers, ...) come from the
+    native builder the engine uses too (native/src/py/asgi_scope.rs), as for
+    an http scope."""
     root = ctx.root_path
     scope = {
-        "type": kind,
+        "type": "websocket",
         "asgi": ctx.asgi,
         "server": info.server,
         "client": info.client,
         "root_path": root,
         "state": ctx.lifespan_state.copy(),
     }
-    req.fill_asgi_scope(scope, root, kind == "http")
+    req.fill_asgi_scope(scope, root, False)
     return scope
 
 
 def http_scope(ctx: AsgiContext, info: ConnectionInfo, req: Any) -> dict[str, Any]:
     """The scope of an HTTP request; may raise ContradictoryScheme (proxy headers)."""
-    scope = _scope(ctx, info, req, "http")
-    scope["scheme"] = info.scheme
-    scope["extensions"] = info.extensions
+    scope = info.http_base.copy()
+    scope["state"] = ctx.lifespan_state.copy()
+    req.fill_asgi_scope(scope, ctx.root_path, True)
     if info.trusted:
         _apply_proxy_headers(ctx, scope, req, websocket=False)
     return scope
@@ -104,7 +116,7 @@ def http_scope(ctx: AsgiContext, info: ConnectionInfo, req: Any) -> dict[str, An
 
 def websocket_scope(ctx: AsgiContext, info: ConnectionInfo, req: Any) -> dict[str, Any]:
     """The scope of a WebSocket handshake request."""
-    scope = _scope(ctx, info, req, "websocket")
+    scope = _websocket_scope(ctx, info, req)
     scope["scheme"] = "wss" if info.scheme == "https" else "ws"
     scope["subprotocols"] = [
         p.strip()
@@ -123,14 +135,8 @@ def websocket_scope(ctx: AsgiContext, info: ConnectionInfo, req: Any) -> dict[st
 
 
 def _apply_proxy_headers(ctx: AsgiContext, scope: dict, req: Any, *, websocket: bool) -> None:
-    # One pass over the headers; most requests carry none of these.
-    names = ctx.proxy.header_names
-    found: dict[str, str] = {}
-    for name, value in req.headers:
-        if name in names:
-            key, text = name.decode("latin-1"), value.decode("latin-1")
-            found[key] = f"{found[key]},{text}" if key in found else text
-    if not found:
+    found = req.fields_named(ctx.proxy.header_tuple)
+    if found is None:
         return
     scheme, client = ctx.proxy.resolve(found.get, wsgi=False)
     if scheme is not None:

@@ -110,6 +110,8 @@ class ProxyRules(AllowList):
             [b"forwarded", b"x-forwarded-for"]
             + [name.encode("latin-1") for name, _, _ in self._scheme_headers]
         )
+        # The same, as the native Request.fields_named takes them.
+        self.header_tuple = tuple(sorted(self.header_names))
         # The same headers as WSGI environ keys: most requests carry none, and
         # looking for them in C costs less than resolve() finding nothing.
         self._environ_keys = tuple(

@@ -89,8 +89,7 @@ class AsgiWorker(LoopWorker):
             is_tls=self.ssl_context is not None,
         )
         ctx.ws_protocol = ws_protocol
-        ctx.probes = HealthProbes.for_worker(self)
-        ctx.statics = self.statics
+        ctx.answer_first(HealthProbes.for_worker(self), self.statics)
         ctx.health_checked = self.health_checked
         self.lifespan = Lifespan(
             app=self.app, mode=cfg.lifespan, log=self.log, state=ctx.lifespan_state, asgi=ctx.asgi

@@ -23,15 +23,13 @@ replaces a worker whose app is stuck.
 from __future__ import annotations
 
 import asyncio
-import functools
-import sys
-from collections.abc import Callable
 from typing import Any
 
 from supervise import _native, loading
 from supervise.http import asgi_engine, asgi_engine_ws
 from supervise.http.asgi_lifespan import Lifespan
 from supervise.http.proxy import ProxyRules
+from supervise.http.task_start import task_starter
 from supervise.http.wsgi_engine import wsgi_app
 from supervise.tls import server_certificate
 from supervise.workers.base import APP_LOAD_ERROR
@@ -129,14 +127,3 @@ class NativeWorker(NativeServerWorker):
             await self.lifespan.shutdown(budget)
         else:
             delete_rsgi(self)
-
-
-def task_starter(loop: asyncio.AbstractEventLoop) -> Callable[[Any], Any]:
-    """How each ASGI request's coroutine becomes a Task. From Python 3.12, an
-    eager one: it runs at once, up to its first real wait, inside the
-    bridge's drain, so an app that answers without waiting (most requests)
-    costs no loop turn and its Task is never scheduled; the app still runs
-    in a real Task (``current_task()``, cancel scopes, contextvars)."""
-    if sys.version_info >= (3, 12):
-        return functools.partial(asyncio.Task, loop=loop, eager_start=True)
-    return loop.create_task
