@@ -333,7 +333,20 @@ impl ResponseHeadBuilder {
     }
 
     pub fn header(&mut self, name: &[u8], value: &[u8]) -> Result<(), &'static str> {
-        match check_field(name, value)? {
+        let kind = check_field(name, value)?;
+        self.checked_header(name, value, kind)
+    }
+
+    /// `header` for a field `check_field` already passed as `kind` (the WSGI
+    /// engine checks each in `start_response`, where a bad one raises in the
+    /// app): checked once per request, not twice.
+    pub fn checked_header(
+        &mut self,
+        name: &[u8],
+        value: &[u8],
+        kind: AppField,
+    ) -> Result<(), &'static str> {
+        match kind {
             AppField::Date => self.has_date = true,
             AppField::Server => self.has_server = true,
             AppField::Other if name.eq_ignore_ascii_case(b"alt-svc") => self.has_alt_svc = true,

@@ -29,8 +29,8 @@ pub(super) fn frame(
     let built =
         ResponseHeadBuilder::new(start.head.status_line(), t.http11, t.keep_alive, t.is_head)
             .and_then(|mut b| {
-                for (name, value, _) in start.head.fields() {
-                    b.header(name, value)?;
+                for (name, value, kind) in start.head.fields() {
+                    b.checked_header(name, value, kind)?;
                 }
                 if let (true, true, None, Some(n)) = (t.is_head, file, start.length, known) {
                     // The size a GET would get: HEAD must announce it too.
