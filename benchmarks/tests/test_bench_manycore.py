@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import cpus, loadgen, plan, report, report_cells, runner, wheelhouse
 from bench.peers import BENCH_DIR, DISTRIBUTION, Venv
 from bench.servers import Options
+from contexts import context
 
 
 def _run_module():
@@ -129,19 +130,7 @@ def test_the_split_adds_post_1k_and_leaves_the_2_core_deploy_table_alone() -> No
 
 
 def _context(split: cpus.Split | None) -> runner.Context:
-    return runner.Context(
-        venvs={},
-        servers={},
-        levels=(256,),
-        duration=1.0,
-        warmup=0.0,
-        server_cpu=0,
-        load_cpu=8,
-        logs=Path("/nowhere"),
-        log=print,
-        all_cpus=tuple(range(16)),
-        split=split,
-    )
+    return context(levels=(256,), load_cpu=8, all_cpus=tuple(range(16)), split=split)
 
 
 def test_a_split_deploy_point_runs_on_its_two_sets_with_a_thread_per_load_core() -> None:

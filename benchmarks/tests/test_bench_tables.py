@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import loadgen, plan, procs, report, report_cells, runner
 from bench.peers import BENCH_DIR, Venv
 from bench.servers import PEERS, Options, Server, Unsupported
+from contexts import context
 
 VENV = Venv(Path("/nowhere/venv"), "3.11")
 BY_NAME = {s.name: s for s in PEERS}
@@ -80,23 +81,8 @@ def test_a_server_without_runtime_mode_is_skipped_with_the_reason() -> None:
         server.command(VENV, 8000, Options(runtime_threads=1, runtime_mode="st"))
 
 
-def _context() -> runner.Context:
-    return runner.Context(
-        venvs={},
-        servers={},
-        levels=(64,),
-        duration=1.0,
-        warmup=0.0,
-        server_cpu=0,
-        load_cpu=1,
-        logs=Path("/nowhere"),
-        log=print,
-        all_cpus=(0, 1, 2),
-    )
-
-
 def test_pinned_points_split_the_cores_and_deploy_points_use_them_all() -> None:
-    ctx = _context()
+    ctx = context()
     main = plan.Point("main", plan.BY_NAME["get-4b"], "3.11")
     deploy = plan.Point("deploy", plan.BY_NAME["get-4b"], "3.11", Options(2, pinned=False))
     assert ctx.placement(main) == ("0", "1")
