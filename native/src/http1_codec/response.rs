@@ -168,6 +168,13 @@ pub fn check_field(name: &[u8], value: &[u8]) -> Result<AppField, &'static str> 
     if value.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0)) {
         return Err("header value contains CR, LF or NUL");
     }
+    field_kind(name, value)
+}
+
+/// What a field means, for a name and value already known to be valid (a
+/// token, no CR, LF or NUL): `check_field` without its scans, for fields
+/// that come out of a `HeaderMap`, whose types refused anything else.
+pub fn field_kind(name: &[u8], value: &[u8]) -> Result<AppField, &'static str> {
     Ok(match name.len() {
         4 if name_is(name, b"date") => AppField::Date,
         6 if name_is(name, b"server") => AppField::Server,

@@ -393,7 +393,10 @@ fn response_head(
     };
     let mut b = ResponseHeadBuilder::new(line, t.http11, t.keep_alive, t.is_head)?;
     for (name, value) in headers {
-        b.header(name.as_str().as_bytes(), value.as_bytes())?;
+        // A HeaderName is a token and a HeaderValue has no CR, LF or NUL:
+        // only what the field means is left to find.
+        let (name, value) = (name.as_str().as_bytes(), value.as_bytes());
+        b.checked_header(name, value, http1_codec::field_kind(name, value)?)?;
     }
     Ok(b.finish_with_length(known))
 }

@@ -239,11 +239,11 @@ impl<I: AsyncRead + AsyncWrite + Unpin + Send> Wire<I> {
     pub async fn read_head(&mut self, shared: &Shared) -> Result<(RequestHead, usize), Stop> {
         let cfg = &shared.config;
         let limits = cfg.limits();
-        let now = Instant::now();
-        let deadline = cfg.header_timeout.map(|d| now + d);
-        if !self.seat_waits(now, deadline) {
-            return Err(Stop::Close);
-        }
+        // The head's deadline, set at the first wait for more of it (from
+        // then on the seat waits with it): a head that came whole
+        // with its first read (nearly all) reads no clock and leaves its seat
+        // as next_request set it until `seat_busy`.
+        let mut waiting: Option<Option<Instant>> = None;
         loop {
             match parse_request(&self.buf, &limits) {
                 Ok(Some(parsed)) if self.seat_busy() => return Ok(parsed),
@@ -256,6 +256,17 @@ impl<I: AsyncRead + AsyncWrite + Unpin + Send> Wire<I> {
             if self.eof {
                 return Err(Stop::Close); // a head cut short: nobody to answer
             }
+            let deadline = match waiting {
+                Some(at) => at,
+                None => {
+                    let now = Instant::now();
+                    let at = cfg.header_timeout.map(|d| now + d);
+                    if !self.seat_waits(now, at) {
+                        return Err(Stop::Close);
+                    }
+                    *waiting.insert(at)
+                }
+            };
             let read = match deadline {
                 None => self.fill().await,
                 Some(at) => match tokio::time::timeout_at(at, self.fill()).await {
