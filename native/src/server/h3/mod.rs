@@ -15,8 +15,10 @@
 //! request over TCP (request.rs: `service::answer` with the body on its
 //! stream, body.rs), so the limits, the probes, the static files and every
 //! interface apply unchanged. A graceful stop sends GOAWAY on every
-//! connection, lets the requests it already took finish, and refuses new
-//! connections (the arbiter has routed them elsewhere by then).
+//! connection, lets the requests it already took finish, and leaves a new
+//! client's first flight unanswered for a moment (FIRST_FLIGHT_GRACE: the
+//! client sends it again, and the arbiter has routed new connections
+//! elsewhere by then), refusing new connections after that.
 
 mod body;
 mod cid;
@@ -25,7 +27,7 @@ mod request;
 
 use std::io;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
@@ -44,6 +46,18 @@ pub struct QuicSocket {
 /// How long a stopping worker waits for its last CONNECTION_CLOSE frames to
 /// leave before the runtime goes.
 const CLOSE_GRACE: Duration = Duration::from_millis(200);
+
+/// For this long after its stop, a worker leaves a new client's first flight
+/// unanswered instead of refusing it. The arbiter routes new connections to
+/// other workers before it stops one, but a datagram already waiting in this
+/// worker's socket, or sent just before the routing changed, still comes
+/// here: unanswered, the client sends it again (its first probe timeout, about
+/// a second, RFC 9002 6.2.2) and the new routing takes it to a worker that
+/// serves it; refused, the client's request fails (seen once, in CI
+/// of test_reloads_lose_no_request). Past the window nothing routes new
+/// clients here unless every worker is stopping, and then a refusal is the
+/// quick answer.
+const FIRST_FLIGHT_GRACE: Duration = Duration::from_secs(2);
 
 /// Starts serving HTTP/3 on `socket` in the current runtime; returns at once.
 pub fn spawn(
@@ -123,8 +137,8 @@ fn transport(config: &super::config::ServerConfig) -> quinn::TransportConfig {
     t
 }
 
-/// Takes new connections until the stop, then refuses them (the arbiter
-/// sends new ones elsewhere before it stops a worker) until the last one
+/// Takes new connections until the stop; then leaves them unanswered for
+/// FIRST_FLIGHT_GRACE and refuses them after it, until the last connection
 /// of this worker has closed.
 async fn accept_loop(
     endpoint: &quinn::Endpoint,
@@ -134,18 +148,29 @@ async fn accept_loop(
 ) {
     let open = Arc::new(tokio::sync::Notify::new());
     let live = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let mut stopping = *stop.borrow();
+    let mut stopped_at = stop.borrow().then(Instant::now);
     loop {
         let leftover = live.load(std::sync::atomic::Ordering::Acquire);
-        if stopping && leftover == 0 {
+        if stopped_at.is_some() && leftover == 0 {
             return;
         }
         tokio::select! {
             incoming = endpoint.accept() => {
                 let Some(incoming) = incoming else { return };
-                if stopping || room_is_full(shared) {
-                    incoming.refuse();
-                    continue;
+                match stopped_at {
+                    Some(at) if at.elapsed() < FIRST_FLIGHT_GRACE => {
+                        incoming.ignore();
+                        continue;
+                    }
+                    Some(_) => {
+                        incoming.refuse();
+                        continue;
+                    }
+                    None if room_is_full(shared) => {
+                        incoming.refuse();
+                        continue;
+                    }
+                    None => {}
                 }
                 if must_prove_address(&incoming, shared) {
                     // A Retry costs us no state: a spoofed source never
@@ -164,8 +189,8 @@ async fn accept_loop(
                     connection::serve(incoming, local, shared, stop).await;
                 });
             }
-            _ = stop.changed(), if !stopping => stopping = true,
-            _ = open.notified(), if stopping => {}
+            _ = stop.changed(), if stopped_at.is_none() => stopped_at = Some(Instant::now()),
+            _ = open.notified(), if stopped_at.is_some() => {}
         }
     }
 }
