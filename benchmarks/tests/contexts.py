@@ -1,4 +1,5 @@
-"""A runner.Context for tests that only build commands and placements."""
+"""What the bench tests build alike: a runner.Context for the tests that only
+build commands and placements, and a server's finished entry for the report tests."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import runner
+from bench import loadgen, runner
 
 
 def context(**changes: Any) -> runner.Context:
@@ -28,3 +29,34 @@ def context(**changes: Any) -> runner.Context:
     }
     fields.update(changes)
     return runner.Context(**fields)
+
+
+def finished_entry(
+    name: str,
+    rps: float,
+    iface: str,
+    *,
+    connections: int,
+    command: list[str],
+    processes: int,
+    **run_extra: float,
+) -> dict:
+    """One server's entry as the runner leaves it after a single wrk run of
+    ``rps`` (``run_extra``: more of that run's fields, such as latencies)."""
+    run = loadgen.Load("wrk", connections, requests=int(rps), duration_s=1.0, rps=rps).to_dict()
+    run.update(run_extra)
+    entry = {
+        "server": name,
+        "interface": iface,
+        "supervise": name.startswith("supervise"),
+        "version": "1",
+        "note": "",
+        "status": "pending",
+        "reason": "",
+        "command": command,
+        "memory_idle": {"rss": 2**20, "pss": 2**20, "processes": processes},
+        "memory_load": {"rss": 2**21, "pss": 2**21, "processes": processes},
+        "runs": [run],
+    }
+    runner.finalize(entry)
+    return entry

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import cpus, loadgen, plan, report, report_cells, runner, wheelhouse
 from bench.peers import BENCH_DIR, DISTRIBUTION, Venv
 from bench.servers import Options
-from contexts import context
+from contexts import context, finished_entry
 
 
 def _run_module():
@@ -199,23 +199,10 @@ def test_h2load_percentiles_come_from_its_per_request_log(monkeypatch, tmp_path)
 
 
 def _entry(name: str, rps: float, iface: str, **run_extra: float) -> dict:
-    run = loadgen.Load("wrk", 256, requests=int(rps), duration_s=1.0, rps=rps).to_dict()
-    run.update(run_extra)
-    entry = {
-        "server": name,
-        "interface": iface,
-        "supervise": name.startswith("supervise"),
-        "version": "1",
-        "note": "",
-        "status": "pending",
-        "reason": "",
-        "command": [name.split("-")[0]],
-        "memory_idle": {"rss": 2**20, "pss": 2**20, "processes": 9},
-        "memory_load": {"rss": 2**21, "pss": 2**21, "processes": 9},
-        "runs": [run],
-    }
-    runner.finalize(entry)
-    return entry
+    command = [name.split("-")[0]]
+    return finished_entry(
+        name, rps, iface, connections=256, command=command, processes=9, **run_extra
+    )
 
 
 def _split_doc() -> dict:

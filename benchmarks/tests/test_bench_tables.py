@@ -18,10 +18,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import loadgen, plan, procs, report, report_cells, runner
+from bench import loadgen, plan, procs, report, report_cells
 from bench.peers import BENCH_DIR, Venv
 from bench.servers import PEERS, Options, Server, Unsupported
-from contexts import context
+from contexts import context, finished_entry
 
 VENV = Venv(Path("/nowhere/venv"), "3.11")
 BY_NAME = {s.name: s for s in PEERS}
@@ -118,22 +118,8 @@ def test_load_generators_are_launched_on_the_cores_given() -> None:
 
 
 def _entry(name: str, rps: float, iface: str = "wsgi") -> dict:
-    run = loadgen.Load("wrk", 64, requests=int(rps), duration_s=1.0, rps=rps).to_dict()
-    entry = {
-        "server": name,
-        "interface": iface,
-        "supervise": name.startswith("supervise"),
-        "version": "1",
-        "note": "",
-        "status": "pending",
-        "reason": "",
-        "command": [name.split("-")[0], "-w", "2"],
-        "memory_idle": {"rss": 2**20, "pss": 2**20, "processes": 3},
-        "memory_load": {"rss": 2**21, "pss": 2**21, "processes": 3},
-        "runs": [run],
-    }
-    runner.finalize(entry)
-    return entry
+    command = [name.split("-")[0], "-w", "2"]
+    return finished_entry(name, rps, iface, connections=64, command=command, processes=3)
 
 
 def _point(table: str, workers: int, entries: list[dict]) -> dict:
