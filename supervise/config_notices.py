@@ -10,7 +10,6 @@ every SIGHUP: the command decides where they go (stderr for --check-config and
 
 from __future__ import annotations
 
-import difflib
 import enum
 import types
 from collections.abc import Collection, Iterable, Mapping
@@ -77,6 +76,8 @@ def suggest_setting(name: str) -> Suggestion | None:
     if meant is not None and meant != name:  # before the fuzzy match: preload is not reload
         kind = NoticeKind.MISSPELT if "_" in lowered else NoticeKind.UNKNOWN
         return Suggestion(meant, kind)
+    import difflib  # only for an unknown name: the master stays lighter
+
     match = difflib.get_close_matches(lowered, list(SETTINGS), n=1, cutoff=0.85)
     if match and match[0] != name:
         return Suggestion(match[0], NoticeKind.MISSPELT)
@@ -91,6 +92,8 @@ def close_setting(name: str) -> str | None:
 
 def close_option(option: str, options: Iterable[str]) -> str | None:
     """The option an unknown command-line option probably meant (``--wokers``)."""
+    import difflib
+
     match = difflib.get_close_matches(option, [o for o in options if o != option], n=1, cutoff=0.8)
     return match[0] if match else None
 

@@ -1,17 +1,18 @@
 """The user's logging configuration (logconfig_dict, logconfig_json, logconfig)
 and syslog handlers, applied by ``Logger.setup`` on top of supervise's own
 handlers, in Gunicorn's order of precedence: the dict, else the JSON file, else
-the ini file."""
+the ini file.
+
+logging.config, configparser and logging.handlers are imported by the function
+that uses them: every master imports this module, few use them, and they bring
+socketserver, pickle and queue with them."""
 
 from __future__ import annotations
 
-import configparser
 import json
 import logging
-import logging.config
 import os
 from collections.abc import Mapping
-from logging.handlers import SysLogHandler
 from typing import Any
 
 from supervise.config import ConfigError
@@ -42,6 +43,8 @@ def apply_user_config(cfg: Any) -> set[str] | None:
 
 
 def _apply_dict(config: Mapping[str, Any], name: str) -> set[str]:
+    import logging.config
+
     config = dict(config)
     config.setdefault("version", 1)
     # Without this, dictConfig would silence supervise's own loggers.
@@ -54,6 +57,9 @@ def _apply_dict(config: Mapping[str, Any], name: str) -> set[str]:
 
 
 def _apply_file(path: str) -> set[str]:
+    import configparser
+    import logging.config
+
     if not os.path.exists(path):
         raise ConfigError(f"log config {path!r} not found")
     # %(here)s and %(__file__)s in the file name the file's folder and itself, as
@@ -67,6 +73,8 @@ def _apply_file(path: str) -> set[str]:
 
 
 def _ini_logger_names(path: str, defaults: dict[str, str]) -> set[str]:
+    import configparser
+
     parser = configparser.ConfigParser(defaults)
     parser.read(path, encoding="utf-8")
     keys = [k.strip() for k in parser.get("loggers", "keys", fallback="").split(",")]
@@ -79,6 +87,8 @@ def _ini_logger_names(path: str, defaults: dict[str, str]) -> set[str]:
 def syslog_handler(cfg: Any, name: str, formatter: logging.Formatter) -> logging.Handler:
     """A SysLogHandler to cfg.syslog_addr, each message tagged
     ``supervise.PREFIX.NAME: [PID] `` as Gunicorn tags its own."""
+    from logging.handlers import SysLogHandler
+
     try:
         address, socktype = parse_syslog_addr(cfg.syslog_addr)
     except Invalid as exc:

@@ -49,7 +49,6 @@ there drops it as malformed.
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import functools
 import os
@@ -57,6 +56,7 @@ import socket
 import struct
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 __all__ = [
     "CID_LEN",
@@ -163,19 +163,23 @@ def pack_program(instructions: Sequence[Instruction]) -> bytes:
     return b"".join(struct.pack("=HBBI", *instruction) for instruction in instructions)
 
 
-class _SockFprog(ctypes.Structure):
-    # struct sock_fprog; ctypes inserts the padding before the pointer on 64-bit.
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-
 @functools.cache
-def _setsockopt() -> Callable[..., int]:
+def _ctypes_parts() -> tuple[Any, Callable[..., int]]:
+    """``struct sock_fprog`` and libc's setsockopt. ctypes is imported here, on the
+    first attach, not with the module: the master imports this module whether or
+    not QUIC is on, and ctypes (with libffi) is half a MiB in every process."""
+    import ctypes
+
+    class SockFprog(ctypes.Structure):
+        # ctypes inserts the padding before the pointer on 64-bit.
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
     # Python's socket.setsockopt can pass bytes but not a struct that points at
     # another buffer, so call libc's directly; use_errno keeps errno readable.
     function = ctypes.CDLL(None, use_errno=True).setsockopt
     function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_uint]
     function.restype = ctypes.c_int
-    return function
+    return SockFprog, function
 
 
 def attach(sock_fd: int, accepting: Sequence[int]) -> None:
@@ -187,12 +191,15 @@ def attach(sock_fd: int, accepting: Sequence[int]) -> None:
     """
     if sys.platform != "linux":
         raise OSError(errno.EOPNOTSUPP, "SO_ATTACH_REUSEPORT_CBPF (QUIC routing) is Linux-only")
+    import ctypes
+
+    sock_fprog, setsockopt = _ctypes_parts()
     instructions = routing_program(accepting)
     packed = pack_program(instructions)
     # The kernel copies the filter during the call; `buffer` must outlive it.
     buffer = ctypes.create_string_buffer(packed, len(packed))
-    fprog = _SockFprog(len(instructions), ctypes.addressof(buffer))
-    result = _setsockopt()(
+    fprog = sock_fprog(len(instructions), ctypes.addressof(buffer))
+    result = setsockopt(
         sock_fd,
         socket.SOL_SOCKET,
         SO_ATTACH_REUSEPORT_CBPF,

@@ -13,7 +13,6 @@ from __future__ import annotations
 import socket
 import sys
 from collections.abc import Callable
-from logging.handlers import SysLogHandler
 from typing import Any
 
 from supervise.validators import BOOL, DICT, OPT_STR, STR, Check, Invalid, choice_check
@@ -22,8 +21,30 @@ DEFAULT_ACCESS_LOG_FORMAT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s"
 
 SYSLOG_PORT = 514
 
-# The facility names SysLogHandler knows (Gunicorn's, and a few more).
-SYSLOG_FACILITIES: dict[str, int] = dict(SysLogHandler.facility_names)
+# The facility codes of RFC 5424 6.2.1 by the names SysLogHandler knows
+# (Gunicorn's, and a few more). Written out, not read from
+# SysLogHandler.facility_names: logging.handlers brings pickle, socketserver
+# and queue into the master, which most deployments never use
+# (tests/test_syslog.py checks that the two tables agree).
+SYSLOG_FACILITIES: dict[str, int] = {
+    "kern": 0,
+    "user": 1,
+    "mail": 2,
+    "daemon": 3,
+    "auth": 4,
+    "syslog": 5,
+    "lpr": 6,
+    "news": 7,
+    "uucp": 8,
+    "cron": 9,
+    "authpriv": 10,
+    "ftp": 11,
+    "ntp": 12,
+    "security": 13,
+    "console": 14,
+    "solaris-cron": 15,
+    **{f"local{n}": 16 + n for n in range(8)},
+}
 
 
 def default_syslog_addr(platform: str = sys.platform) -> str:

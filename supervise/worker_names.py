@@ -12,7 +12,6 @@ This module imports nothing of supervise, so that the validators can use it.
 
 from __future__ import annotations
 
-import difflib
 from typing import NamedTuple
 
 
@@ -95,5 +94,7 @@ def close_name(name: str, ours: tuple[str, ...]) -> str | None:
     """The supervise worker a mistyped short name probably meant (``gthraed``)."""
     if "." in name or ":" in name:
         return None
+    import difflib  # only for a mistyped name: the master stays lighter
+
     matches = difflib.get_close_matches(name.lower(), ours, n=1, cutoff=0.7)
     return matches[0] if matches else None

@@ -248,3 +248,13 @@ def test_capture_output_beside_json_lines(start_server, tmp_path):
     assert "printed to stdout by the app" in lines and "printed to stderr by the app" in lines
     others = [json.loads(line) for line in lines if not line.startswith("printed")]
     assert any(o["message"].startswith("Booting worker") for o in others)
+
+
+def test_syslog_facility_codes_agree_with_the_standard_library():
+    # supervise writes the table out so that the master need not import
+    # logging.handlers; a name or code that drifted would log to the wrong facility.
+    from logging.handlers import SysLogHandler
+
+    from supervise.settings_logs import SYSLOG_FACILITIES
+
+    assert SysLogHandler.facility_names == SYSLOG_FACILITIES
