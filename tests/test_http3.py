@@ -113,6 +113,15 @@ def test_limits_and_malformed_heads(served):
     # RFC 9114 4.2: a connection-specific field makes a request malformed.
     hop = client.request("GET", "/", headers=[("connection", "keep-alive")])
     assert hop.status == 400
+    assert b"Connection-specific" in hop.body
+    later = client.request("GET", "/", headers=[("x-a", "1"), ("proxy-connection", "close")])
+    assert later.status == 400
+    # TE may only say "trailers"; a hop-by-hop field after it is still named.
+    te = client.request("GET", "/", headers=[("te", "gzip")])
+    assert (te.status, te.body) == (400, b"TE other than trailers")
+    both = client.request("GET", "/", headers=[("te", "gzip"), ("upgrade", "h2c")])
+    assert (both.status, both.body) == (400, b"Connection-specific header field")
+    assert client.request("GET", "/", headers=[("te", "trailers")]).status == 200
     # RFC 9114 4.1.2: a request without :path is a stream error (as on HTTP/2).
     raw = [(b":method", b"GET"), (b":scheme", b"https"), (b":authority", b"127.0.0.1")]
     with pytest.raises((H3StreamReset, H3ConnectionClosed)) as failed:
@@ -129,6 +138,20 @@ def test_tls_responses_advertise_http3(start_server, pki):
         with httpx.Client(http2=http2, verify=verify, timeout=10) as tcp:
             r = tcp.get(f"https://127.0.0.1:{server.port}/")
         assert r.headers["alt-svc"] == f'h3=":{server.port}"; ma=86400'
+
+
+def test_http3_responses_leave_out_http1_fields(start_server, pki):
+    # RFC 9114 4.2; aioquic refuses a response that carries them. Alt-Svc, on
+    # every TLS response of the other protocols, is left out too.
+    server = start_h3(start_server, pki, "rsgi", "h3_app:rsgi_app")
+    with client_for(server, pki) as client:
+        for path, body in (("/hop", b"hop"), ("/", b"hello")):
+            answer = client.request("GET", path)
+            assert (answer.status, answer.body) == (200, body)
+            names = {name for name, _ in answer.headers}
+            assert not names & {"connection", "keep-alive", "alt-svc"}, answer.headers
+        assert answer.header("server")
+        assert client.request("GET", "/hop").header("x-kept") == "1"
 
 
 def test_alt_svc_can_be_set_or_switched_off(start_server, pki):

@@ -4,6 +4,7 @@
   app was told, as ``LENGTH SHA256 VERSION``;
 - ``/stream?n=N``: N chunks of 64 KiB, each of the byte ``ord('a') + i % 26``,
   sent one by one (a streamed response: no Content-Length from the app);
+- ``/hop`` (RSGI): ``hop``, with the HTTP/1.1 fields HTTP/3 must not carry;
 - anything else: ``hello``.
 """
 
@@ -69,5 +70,9 @@ async def rsgi_app(scope, proto):
         transport = proto.response_stream(200, [("content-type", "application/octet-stream")])
         for chunk in _chunks(scope.query_string):
             await transport.send_bytes(chunk)
+        return
+    if scope.path == "/hop":
+        hop = [("connection", "keep-alive"), ("keep-alive", "timeout=5"), ("x-kept", "1")]
+        proto.response_bytes(200, hop, b"hop")
         return
     proto.response_bytes(200, [("content-type", "text/plain")], b"hello")
