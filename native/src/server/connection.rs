@@ -137,12 +137,18 @@ async fn serve_hyper<T>(
         shared.config.header_timeout,
         !h2,
     ));
-    let service = {
-        let shared = shared.clone();
-        let conn = conn.clone();
-        service_fn(move |req| service::handle(req, shared.clone(), conn.clone()))
-    };
+    let (for_service, conn_for_service) = (shared.clone(), conn.clone());
     if h2 {
+        // Boxed: hyper spawns each stream as a task that holds the service's
+        // future, moving it whole on the way (spawn, the task's cell), and
+        // inline that future is a request's whole answer state.
+        let service = service_fn(move |req| {
+            Box::pin(service::handle(
+                req,
+                for_service.clone(),
+                conn_for_service.clone(),
+            ))
+        });
         // Not `serve_connection_with_upgrades`: that one sniffs the version
         // again and would serve HTTP/1.1 on an HTTP/2-only listener.
         let connection = shared.http.h2.serve_connection(io, service);
@@ -157,6 +163,11 @@ async fn serve_hyper<T>(
         )
         .await;
     } else {
+        // HTTP/1.1's requests are served one after the other inside the
+        // connection's own (boxed) future: nothing is spawned, so not boxed.
+        let service = service_fn(move |req| {
+            service::handle(req, for_service.clone(), conn_for_service.clone())
+        });
         // With upgrades: a WebSocket handshake hands the connection to
         // ws_session.rs. Its version sniff only ever sees what `http1_codec` accepted.
         let connection = shared.http.h1.serve_connection_with_upgrades(io, service);
