@@ -27,22 +27,22 @@ SYSLOG_PORT = 514
 # and queue into the master, which most deployments never use
 # (tests/test_syslog.py checks that the two tables agree).
 SYSLOG_FACILITIES: dict[str, int] = {
-    "kern": 0,
-    "user": 1,
-    "mail": 2,
-    "daemon": 3,
     "auth": 4,
-    "syslog": 5,
-    "lpr": 6,
-    "news": 7,
-    "uucp": 8,
-    "cron": 9,
     "authpriv": 10,
+    "console": 14,
+    "cron": 9,
+    "daemon": 3,
     "ftp": 11,
+    "kern": 0,
+    "lpr": 6,
+    "mail": 2,
+    "news": 7,
     "ntp": 12,
     "security": 13,
-    "console": 14,
     "solaris-cron": 15,
+    "syslog": 5,
+    "user": 1,
+    "uucp": 8,
     **{f"local{n}": 16 + n for n in range(8)},
 }
 
