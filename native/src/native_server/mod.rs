@@ -129,7 +129,7 @@ impl NativeServer {
         crate::server::new_round();
         for event in self.ctx.bridge.take() {
             match event {
-                Event::Request(ex) => self.start(py, *ex),
+                Event::Request(ex) => self.start(py, ex),
                 Event::WebSocket(ex) => self.start_ws(py, *ex),
                 Event::Ready(fut, outcome) => complete(py, fut, outcome),
                 Event::Call(f) => f(py),
@@ -315,7 +315,10 @@ impl NativeServer {
             })
     }
 
-    fn start(&self, py: Python<'_>, ex: crate::server::Exchange) {
+    /// `ex` stays boxed until its fields go where they are kept, instead of
+    /// being copied whole at each step (rsgi GET 4 B: 34.48k -> 34.33k
+    /// instructions a request).
+    fn start(&self, py: Python<'_>, ex: Box<crate::server::Exchange>) {
         match &self.app {
             App::Rsgi(calls) => self.start_rsgi(py, calls, ex),
             App::Asgi(app) => self.start_asgi(py, app.get(), ex),
@@ -324,7 +327,7 @@ impl NativeServer {
         }
     }
 
-    fn start_rsgi(&self, py: Python<'_>, calls: &Py<AppCalls>, ex: crate::server::Exchange) {
+    fn start_rsgi(&self, py: Python<'_>, calls: &Py<AppCalls>, ex: Box<crate::server::Exchange>) {
         let measured = calls.get().done.is_some();
         let (proto, head, conn) = HTTPProtocol::new(self.ctx.clone(), ex, measured);
         let reply = proto.reply_slot();
@@ -344,7 +347,7 @@ impl NativeServer {
         }
     }
 
-    fn start_asgi(&self, py: Python<'_>, app: &AsgiApp, ex: crate::server::Exchange) {
+    fn start_asgi(&self, py: Python<'_>, app: &AsgiApp, ex: Box<crate::server::Exchange>) {
         let (cycle, head) = HttpCycle::new(self.ctx.clone(), ex);
         let reply = cycle.reply_slot();
         let conn = cycle.conn();

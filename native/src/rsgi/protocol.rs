@@ -74,20 +74,29 @@ pub struct HTTPProtocol {
 impl HTTPProtocol {
     pub fn new(
         ctx: Arc<LoopCtx>,
-        ex: Exchange,
+        ex: Box<Exchange>,
         measured: bool,
     ) -> (
         Self,
         hyper::http::request::Parts,
         Arc<crate::server::ConnInfo>,
     ) {
+        // Each field moved out of the box: the Exchange is not copied whole.
+        let Exchange {
+            head,
+            body,
+            conn,
+            reply,
+            tracker,
+            limit_body,
+        } = *ex;
         let proto = HTTPProtocol {
             ctx,
-            conn: ex.conn.clone(),
-            reply: ex.reply,
-            tracker: ex.tracker,
-            limit_body: ex.limit_body,
-            body: Mutex::new(match ex.body {
+            conn: conn.clone(),
+            reply,
+            tracker,
+            limit_body,
+            body: Mutex::new(match body {
                 ExchangeBody::Incoming(body) => BodyState::Unread(body),
                 ExchangeBody::Whole(body) => BodyState::Read(body),
                 ExchangeBody::Cut => BodyState::Cut,
@@ -98,7 +107,7 @@ impl HTTPProtocol {
             headers: OnceLock::new(),
             measured,
         };
-        (proto, ex.head, ex.conn)
+        (proto, head, conn)
     }
 
     pub fn reply_slot(&self) -> ReplySlot {
