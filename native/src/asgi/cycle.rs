@@ -102,23 +102,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl HttpCycle {
     pub fn new(ctx: Arc<LoopCtx>, ex: Box<Exchange>) -> (Self, hyper::http::request::Parts) {
-        // Each field moved out of the box: the Exchange is not copied whole.
-        let Exchange {
-            head,
-            body,
-            conn,
-            reply,
-            tracker,
-            limit_body,
-        } = *ex;
-        let cut = matches!(body, ExchangeBody::Cut);
+        // Each field is moved out of the box: the Exchange is not copied whole.
+        let cut = matches!(ex.body, ExchangeBody::Cut);
         let cycle = HttpCycle {
             ctx,
-            conn,
-            reply,
-            tracker,
-            limit_body,
-            inbound: Mutex::new(match body {
+            conn: ex.conn,
+            reply: ex.reply,
+            tracker: ex.tracker,
+            limit_body: ex.limit_body,
+            inbound: Mutex::new(match ex.body {
                 ExchangeBody::Incoming(body) => Inbound::Unread(body),
                 ExchangeBody::Whole(body) => Inbound::Read(body),
                 ExchangeBody::Cut => Inbound::Delivered,
@@ -128,7 +120,7 @@ impl HttpCycle {
             sent: AtomicU64::new(0),
             client_left: Arc::new(AtomicBool::new(cut)),
         };
-        (cycle, head)
+        (cycle, ex.head)
     }
 
     pub fn reply_slot(&self) -> ReplySlot {

@@ -316,7 +316,7 @@ impl NativeServer {
     }
 
     /// `ex` stays boxed until its fields go where they are kept, instead of
-    /// being copied whole at each step (rsgi GET 4 B: 34.48k -> 34.33k
+    /// being copied whole at each step (rsgi GET 4 B: 34.48k -> 34.25k
     /// instructions a request).
     fn start(&self, py: Python<'_>, ex: Box<crate::server::Exchange>) {
         match &self.app {

@@ -81,22 +81,14 @@ impl HTTPProtocol {
         hyper::http::request::Parts,
         Arc<crate::server::ConnInfo>,
     ) {
-        // Each field moved out of the box: the Exchange is not copied whole.
-        let Exchange {
-            head,
-            body,
-            conn,
-            reply,
-            tracker,
-            limit_body,
-        } = *ex;
+        // Each field is moved out of the box: the Exchange is not copied whole.
         let proto = HTTPProtocol {
             ctx,
-            conn: conn.clone(),
-            reply,
-            tracker,
-            limit_body,
-            body: Mutex::new(match body {
+            conn: ex.conn.clone(),
+            reply: ex.reply,
+            tracker: ex.tracker,
+            limit_body: ex.limit_body,
+            body: Mutex::new(match ex.body {
                 ExchangeBody::Incoming(body) => BodyState::Unread(body),
                 ExchangeBody::Whole(body) => BodyState::Read(body),
                 ExchangeBody::Cut => BodyState::Cut,
@@ -107,7 +99,7 @@ impl HTTPProtocol {
             headers: OnceLock::new(),
             measured,
         };
-        (proto, head, conn)
+        (proto, ex.head, ex.conn)
     }
 
     pub fn reply_slot(&self) -> ReplySlot {
