@@ -96,7 +96,9 @@ async fn resolve(resolver: Resolver, limit: Option<Duration>) -> Option<(Request
     resolved.ok()
 }
 
-/// Fields that only mean something on one HTTP/1.1 hop (RFC 9114 4.2).
+/// Fields that only mean something on one HTTP/1.1 hop (RFC 9114 4.2): a
+/// request that carries one is malformed, and a response leaves them out
+/// (the server's own `Connection: close`, an app's HTTP/1.1 framing).
 static HOP: [HeaderName; 5] = [
     hyper::header::CONNECTION,
     HeaderName::from_static("keep-alive"),
@@ -139,15 +141,6 @@ fn content_length(headers: &hyper::HeaderMap) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-/// Fields HTTP/3 does not carry (RFC 9114 4.2): the server's own
-/// `Connection: close` and anything an app set for HTTP/1.1's framing.
-const NOT_ON_H3: [HeaderName; 4] = [
-    hyper::header::CONNECTION,
-    hyper::header::TRANSFER_ENCODING,
-    HeaderName::from_static("keep-alive"),
-    hyper::header::UPGRADE,
-];
-
 async fn write(
     send: &mut SendHalf,
     response: Response<ResponseBody>,
@@ -161,8 +154,8 @@ async fn write(
     // Huffman-code it into every response. The others are rarely there:
     // looked for in one pass over the response's names.
     parts.headers.remove(hyper::header::ALT_SVC);
-    if parts.headers.keys().any(|name| NOT_ON_H3.contains(name)) {
-        for name in NOT_ON_H3.iter() {
+    if parts.headers.keys().any(|name| HOP.contains(name)) {
+        for name in HOP.iter() {
             parts.headers.remove(name);
         }
     }
