@@ -184,7 +184,10 @@ class Connection:
         is what it returned); the bytes after the head stay buffered. Spares a
         worker that already parsed the head to see whether it is complete a
         second parse."""
-        return self._take_head(found, self.buf)
+        request, size = found
+        buf = self.buf
+        self.buf = bytes(buf[size:]) if size < len(buf) else b""
+        return request
 
     def _take_head(self, found: tuple[Any, int], buf: bytes | bytearray) -> Any:
         request, size = found

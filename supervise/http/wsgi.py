@@ -187,13 +187,7 @@ class WSGIHandler:
             return False
         if req is None:
             return False
-        return self._serve(conn, req, keep_alive)
-
-    def serve_request(self, conn: Connection, req: Any, *, keep_alive: bool = False) -> bool:
-        """Serve a request whose head was read already (Connection.gather_head,
-        Connection.take_head); like ``handle``, True when the connection may
-        carry another."""
-        return self._serve(conn, req, keep_alive)
+        return self.serve_request(conn, req, keep_alive)
 
     def refuse(self, conn: Connection, status: int, reason: str) -> None:
         """Answer a head that cannot be served (ParseError, ClientTimeout) and
@@ -207,7 +201,10 @@ class WSGIHandler:
         with contextlib.suppress(ClientError):
             conn.sendall(error_response(status, reason))
 
-    def _serve(self, conn: Connection, req: Any, keep_alive: bool) -> bool:
+    def serve_request(self, conn: Connection, req: Any, keep_alive: bool = False) -> bool:
+        """Serve a request whose head was read already (Connection.gather_head,
+        Connection.take_head); like ``handle``, True when the connection may
+        carry another."""
         probes = self.probes
         if probes is not None and probes.is_probe(req.raw_path):
             return self._serve_probe(conn, req, keep_alive, probes)
@@ -217,9 +214,7 @@ class WSGIHandler:
             if answer is not None:
                 return self._serve_static(conn, req, keep_alive, answer)
         environ = req.wsgi_environ(conn.environ)
-        resp = Response(
-            conn, self.state, req.http_version, keep_alive and req.keep_alive, req.method == "HEAD"
-        )
+        resp = Response(conn, self.state, req, keep_alive)
         length = req.content_length
         if req.chunked:
             body: Any = WSGIInput(
@@ -279,9 +274,7 @@ class WSGIHandler:
         for --max-requests, the hooks or the request metrics."""
         answer = probes.answer(req.method, req.raw_path)
         assert answer is not None
-        resp = Response(
-            conn, self.state, req.http_version, keep_alive and req.keep_alive, req.method == "HEAD"
-        )
+        resp = Response(conn, self.state, req, keep_alive)
         started = perf_counter() if self.log_probes else 0.0
         try:
             resp.start_response(answer.status_line, list(answer.headers))
@@ -317,13 +310,7 @@ class WSGIHandler:
         --max-requests, but not the app's."""
         status, headers, body = answer
         has_body = bool(req.content_length or req.chunked)
-        resp = Response(
-            conn,
-            self.state,
-            req.http_version,
-            keep_alive and req.keep_alive and not has_body,
-            req.method == "HEAD",
-        )
+        resp = Response(conn, self.state, req, keep_alive and not has_body)
         started = perf_counter() if self.timed else 0.0
         try:
             if type(body) is tuple:

@@ -83,10 +83,12 @@ class _HoldingConnection(Connection):
         self.may_hold = False  # set by the leader per request: more of its poll waits
 
     def send_last(self, data: bytes) -> None:
-        if self.may_hold and not self.held and len(data) <= HOLD_AT_MOST:
+        if self.held:
+            self.sendall(data)
+        elif self.may_hold and len(data) <= HOLD_AT_MOST:
             self.held = data
         else:
-            self.sendall(data)
+            Connection.sendall(self, data)
 
     def sendall(self, data: bytes) -> None:
         if self.held:  # what was held goes first (a pipelined request's answer)
@@ -510,7 +512,7 @@ class ThreadWorker(SocketWorker):
                 if head is _BadHead:
                     go_on = handler.handle(conn, keep_alive)
                 else:
-                    go_on = handler.serve_request(conn, conn.take_head(head), keep_alive=keep_alive)
+                    go_on = handler.serve_request(conn, conn.take_head(head), keep_alive)
                 if not go_on:
                     self._close(client)
                     return

@@ -332,6 +332,11 @@ impl ResponseHeadBuilder {
         })
     }
 
+    /// The status code, checked by `new`.
+    pub fn code(&self) -> u16 {
+        self.code
+    }
+
     fn push(&mut self, name: &[u8], value: &[u8]) {
         self.buf.extend_from_slice(name);
         self.buf.extend_from_slice(b": ");

@@ -7,10 +7,11 @@ pub(crate) mod environ;
 mod errors;
 mod proxy;
 mod relay;
-mod request;
+pub(crate) mod request;
 pub(crate) mod response;
 mod static_files;
 pub(crate) mod text;
+mod wsgi_response;
 
 use pyo3::prelude::*;
 
@@ -24,10 +25,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<request::RequestParser>()?;
     m.add_class::<request::Request>()?;
     m.add_class::<chunked::ChunkedDecoder>()?;
-    m.add_function(wrap_pyfunction!(response::response_head, m)?)?;
     m.add_function(wrap_pyfunction!(response::asgi_response_head, m)?)?;
     m.add_function(wrap_pyfunction!(response::set_date_header, m)?)?;
     m.add_function(wrap_pyfunction!(response::set_server_header, m)?)?;
+    m.add_class::<wsgi_response::WsgiResponse>()?;
     m.add("ProxyHeaderError", py.get_type::<proxy::ProxyHeaderError>())?;
     m.add_class::<proxy::ProxyHeader>()?;
     m.add_function(wrap_pyfunction!(proxy::parse_proxy_header, m)?)?;

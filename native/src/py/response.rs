@@ -1,4 +1,5 @@
-//! `response_head` and `set_server_header` for Python.
+//! `asgi_response_head`, the WSGI header list's reader, and the Server and
+//! Date switches for Python (the WSGI response itself: wsgi_response.rs).
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -6,36 +7,6 @@ use pyo3::types::{PyBytes, PyString, PyTuple};
 
 use super::text::latin1_bytes;
 use crate::http1_codec::{self, ResponseHeadBuilder};
-
-/// `(head, content_length, chunked, keep_alive)` for a WSGI response (status
-/// and headers are latin-1 str, as PEP 3333 says); content_length is the
-/// number of body bytes to send (0 when no body is allowed) or -1 when the
-/// body is delimited by chunked framing or by closing the connection.
-/// `body_length` >= 0 says the caller holds the whole body: it becomes the
-/// Content-Length when the app gave none.
-#[pyfunction]
-#[pyo3(signature = (status, headers, http_version, keep_alive, is_head, body_length = -1))]
-pub fn response_head<'py>(
-    py: Python<'py>,
-    status: &Bound<'py, PyString>,
-    headers: &Bound<'py, PyAny>,
-    http_version: &str,
-    keep_alive: bool,
-    is_head: bool,
-    body_length: i64,
-) -> PyResult<(Bound<'py, PyBytes>, i64, bool, bool)> {
-    let http11 = match http_version {
-        "1.1" => true,
-        "1.0" => false,
-        _ => return Err(PyValueError::new_err("http_version must be '1.1' or '1.0'")),
-    };
-    let status = latin1_bytes(status, "status")?;
-    let mut b = ResponseHeadBuilder::new(&status, http11, keep_alive, is_head).map_err(|e| {
-        PyValueError::new_err(format!("{e}: {:?}", String::from_utf8_lossy(&status)))
-    })?;
-    for_each_wsgi_field(headers, |name, value| add_header(&mut b, name, value))?;
-    Ok(into_python(py, b, body_length))
-}
 
 /// `f(name, value)` for each field of a WSGI header list (`(str, str)`
 /// tuples, latin-1 as PEP 3333 says), for every server that frames one.
@@ -119,7 +90,7 @@ pub fn asgi_response_head<'py>(
     Ok(into_python(py, b, body_length))
 }
 
-fn add_header(b: &mut ResponseHeadBuilder, name: &[u8], value: &[u8]) -> PyResult<()> {
+pub(crate) fn add_header(b: &mut ResponseHeadBuilder, name: &[u8], value: &[u8]) -> PyResult<()> {
     b.header(name, value)
         .map_err(|e| PyValueError::new_err(format!("{e}: {:?}", String::from_utf8_lossy(name))))
 }
