@@ -141,8 +141,8 @@ def test_tls_responses_advertise_http3(start_server, pki):
 
 
 def test_http3_responses_leave_out_http1_fields(start_server, pki):
-    # RFC 9114 4.2; aioquic refuses a response that carries them. Alt-Svc, on
-    # every TLS response of the other protocols, is left out too.
+    # RFC 9114 4.2; aioquic refuses a response that carries them. The server's
+    # Alt-Svc, on every TLS response of the other protocols, is left out too.
     server = start_h3(start_server, pki, "rsgi", "h3_app:rsgi_app")
     with client_for(server, pki) as client:
         for path, body in (("/hop", b"hop"), ("/", b"hello")):
@@ -152,6 +152,8 @@ def test_http3_responses_leave_out_http1_fields(start_server, pki):
             assert not names & {"connection", "keep-alive", "alt-svc"}, answer.headers
         assert answer.header("server")
         assert client.request("GET", "/hop").header("x-kept") == "1"
+        # The server adds none; an app's own is the app's to send.
+        assert client.request("GET", "/alt").header("alt-svc") == 'h3=":9443"; ma=5'
 
 
 def test_alt_svc_can_be_set_or_switched_off(start_server, pki):

@@ -5,6 +5,7 @@
 - ``/stream?n=N``: N chunks of 64 KiB, each of the byte ``ord('a') + i % 26``,
   sent one by one (a streamed response: no Content-Length from the app);
 - ``/hop`` (RSGI): ``hop``, with the HTTP/1.1 fields HTTP/3 must not carry;
+- ``/alt`` (RSGI): ``alt``, with the app's own Alt-Svc;
 - anything else: ``hello``.
 """
 
@@ -74,5 +75,8 @@ async def rsgi_app(scope, proto):
     if scope.path == "/hop":
         hop = [("connection", "keep-alive"), ("keep-alive", "timeout=5"), ("x-kept", "1")]
         proto.response_bytes(200, hop, b"hop")
+        return
+    if scope.path == "/alt":
+        proto.response_bytes(200, [("alt-svc", 'h3=":9443"; ma=5')], b"alt")
         return
     proto.response_bytes(200, [("content-type", "text/plain")], b"hello")

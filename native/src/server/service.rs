@@ -70,6 +70,7 @@ async fn answer(
     conn: Arc<ConnInfo>,
     h1: bool,
 ) -> Response<ResponseBody> {
+    let on_h3 = conn.is_h3();
     let websocket = shared.config.ws.is_some()
         && (websocket::is_upgrade(&head) || websocket::is_h2_connect(&head));
     if !websocket {
@@ -92,20 +93,20 @@ async fn answer(
             Ok(handshake) => websocket::upgrade(head, shared.clone(), conn, handshake).await,
             Err(refused) => refused.response(),
         };
-        return with_server(response, &shared.config);
+        return with_server(response, &shared.config, on_h3);
     }
     if websocket::is_other_h2_protocol(&head) {
         // An app cannot see `:protocol`, so it could not tell this stream
         // from a plain CONNECT.
         let response = plain(StatusCode::NOT_IMPLEMENTED, "Unknown :protocol", false);
-        return with_server(response, &shared.config);
+        return with_server(response, &shared.config, on_h3);
     }
     let tracker = Arc::new(Tracker::default());
     // Dropped with the response body (written or cut off), or here when the
     // connection goes away while the app is still working.
     let Some(guard) = shared.let_in(tracker.clone(), conn.clone()).await else {
         let (status, text) = super::gate::BUSY;
-        return with_server(plain(status, text, false), &shared.config);
+        return with_server(plain(status, text, false), &shared.config, on_h3);
     };
     let (tx, rx) = oneshot::channel();
     let ordinal = guard.ordinal;
@@ -126,7 +127,7 @@ async fn answer(
             h1,
         ),
     };
-    let mut response = with_server(response, &shared.config);
+    let mut response = with_server(response, &shared.config, on_h3);
     if h1 && shared.closes_after(ordinal) {
         // hyper closes the connection after a response that says so.
         response
@@ -186,6 +187,7 @@ fn answer_static(
     conn: Arc<ConnInfo>,
     h1: bool,
 ) -> Response<ResponseBody> {
+    let on_h3 = conn.is_h3();
     let guard = ExchangeGuard::new(
         Arc::new(Tracker::default()),
         shared.counters.clone(),
@@ -246,7 +248,7 @@ fn answer_static(
         // direct loop: hyper would otherwise close it unannounced.
         headers.insert(CONNECTION, HeaderValue::from_static("close"));
     }
-    with_server(response, &shared.config)
+    with_server(response, &shared.config, on_h3)
 }
 
 /// Whether the request announced a body (HTTP/1.1 framing fields).
@@ -267,6 +269,7 @@ fn answer_probe(
     h1: bool,
 ) -> Response<ResponseBody> {
     let method = head.method.as_str().as_bytes();
+    let on_h3 = conn.is_h3();
     shared.probed(probe, probed_of(head, conn));
     let body = if method == b"HEAD" { "" } else { probe.text() };
     let mut response = Response::new(ResponseBody::full(body));
@@ -281,7 +284,7 @@ fn answer_probe(
             .headers_mut()
             .insert(CONNECTION, HeaderValue::from_static("close"));
     }
-    with_server(response, &shared.config)
+    with_server(response, &shared.config, on_h3)
 }
 
 /// hyper does not shut down a connection whose request asked to upgrade: once
@@ -388,10 +391,11 @@ pub(super) fn open_file(
 }
 
 /// The fields the server adds to every response: Server, and Alt-Svc
-/// (h3/request.rs takes it off HTTP/3's).
+/// except over HTTP/3 (`on_h3`), whose client is there already.
 fn with_server(
     mut response: Response<ResponseBody>,
     config: &super::config::ServerConfig,
+    on_h3: bool,
 ) -> Response<ResponseBody> {
     let headers = response.headers_mut();
     if let Some(value) = &config.server_header {
@@ -399,7 +403,7 @@ fn with_server(
             headers.insert(SERVER, value.clone());
         }
     }
-    if let Some(value) = &config.alt_svc {
+    if let Some(value) = config.alt_svc.as_ref().filter(|_| !on_h3) {
         if !headers.contains_key(hyper::header::ALT_SVC) {
             headers.insert(hyper::header::ALT_SVC, value.clone());
         }

@@ -149,11 +149,9 @@ async fn write(
     date_header: bool,
 ) -> Result<(), Stalled> {
     let (mut parts, mut body) = response.into_parts();
-    // Alt-Svc, which the server adds to every response, is taken off: the
-    // client that reads it is on HTTP/3 already, and QPACK would
-    // Huffman-code it into every response. The others are rarely there:
-    // looked for in one pass over the response's names.
-    parts.headers.remove(hyper::header::ALT_SVC);
+    // HTTP/1.1's connection fields are rarely there: looked for in one pass
+    // over the response's names. (The server's Alt-Svc is never added to an
+    // HTTP/3 response: service.rs, with_server.)
     if parts.headers.keys().any(|name| HOP.contains(name)) {
         for name in HOP.iter() {
             parts.headers.remove(name);
