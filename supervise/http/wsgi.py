@@ -114,6 +114,9 @@ class WSGIHandler:
         self.is_tls = worker.ssl_context is not None
         self.sendfile = bool(cfg.sendfile) and not self.is_tls
         self.proxy = ProxyRules(cfg)
+        # The fields the proxy rules read: most requests from a trusted peer
+        # carry none, which the request finds in one native pass.
+        self.proxy_fields = self.proxy.header_tuple
         # The default hooks do nothing worth a call per request (pre_request only
         # logs at debug level): skip them unless they were replaced.
         self.pre_request: Any = cfg.pre_request
@@ -128,6 +131,8 @@ class WSGIHandler:
         self.multithread = multithread
         self.probes = HealthProbes.for_worker(worker)
         self.statics = worker.statics
+        # Whether a request may be answered before the app (probe, static file).
+        self.screened = self.probes is not None or self.statics is not None
         self.log_probes = bool(cfg.health_access_log) and self.access_log
 
     # -- environ layers ----------------------------------------------------------
@@ -205,14 +210,10 @@ class WSGIHandler:
         """Serve a request whose head was read already (Connection.gather_head,
         Connection.take_head); like ``handle``, True when the connection may
         carry another."""
-        probes = self.probes
-        if probes is not None and probes.is_probe(req.raw_path):
-            return self._serve_probe(conn, req, keep_alive, probes)
-        statics = self.statics
-        if statics is not None and statics.claims(req.raw_path):
-            answer = statics.decide(req)
-            if answer is not None:
-                return self._serve_static(conn, req, keep_alive, answer)
+        if self.screened:
+            answered = self._screen(conn, req, keep_alive)
+            if answered is not None:
+                return answered
         environ = req.wsgi_environ(conn.environ)
         resp = Response(conn, self.state, req, keep_alive)
         length = req.content_length
@@ -231,7 +232,7 @@ class WSGIHandler:
             if self.limit_body and length and length > self.limit_body:
                 resp.send_error(413, f"Request body larger than {self.limit_body} bytes")
             else:
-                if conn.trusted:
+                if conn.trusted and req.fields_named(self.proxy_fields) is not None:
                     self.proxy.apply(environ)
                 if self.pre_request is not None:
                     self.pre_request(worker, req)
@@ -266,6 +267,18 @@ class WSGIHandler:
             self.log.access(resp, req, environ, elapsed)
         worker.request_finished(resp.status_code, elapsed, resp.sent)
         return keep
+
+    def _screen(self, conn: Connection, req: Any, keep_alive: bool) -> bool | None:
+        """Serve a probe or a static file; None when the app answers ``req``."""
+        probes = self.probes
+        if probes is not None and probes.is_probe(req.raw_path):
+            return self._serve_probe(conn, req, keep_alive, probes)
+        statics = self.statics
+        if statics is not None and statics.claims(req.raw_path):
+            answer = statics.decide(req)
+            if answer is not None:
+                return self._serve_static(conn, req, keep_alive, answer)
+        return None
 
     def _serve_probe(
         self, conn: Connection, req: Any, keep_alive: bool, probes: HealthProbes

@@ -98,8 +98,10 @@ class _HoldingConnection(Connection):
 
     def release(self) -> None:
         """Send what was held (ClientDisconnected, ClientTimeout as sendall)."""
-        if self.held:
-            self.sendall(b"")
+        held = self.held
+        if held:
+            self.held = b""
+            Connection.sendall(self, held)
 
     def close(self) -> None:
         if self.held:
@@ -202,7 +204,7 @@ class ThreadWorker(SocketWorker):
         # Threads finish requests concurrently: the lock keeps max_requests and
         # the scoreboard's counters exact (an increment is a read and a store).
         with self.count_lock:
-            super().request_finished(status, seconds, sent)
+            SocketWorker.request_finished(self, status, seconds, sent)
 
     # -- the main thread ---------------------------------------------------------
     def _housekeep(self) -> None:
