@@ -1,12 +1,49 @@
 //! `asgi_response_head`, the WSGI header list's reader, and the Server and
 //! Date switches for Python (the WSGI response itself: wsgi_response.rs).
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyAssertionError, PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString, PyTuple};
 
 use super::text::latin1_bytes;
 use crate::http1_codec::{self, ResponseHeadBuilder};
+
+/// PEP 3333's rules for a call of `start_response`, the same for every WSGI
+/// server here: `started` says whether it was called before, `head_sent`
+/// whether the head left (then `exc_info` is re-raised with its traceback).
+/// The status, checked to be a str.
+pub(crate) fn start_response_rules<'py>(
+    status: &Bound<'py, PyAny>,
+    exc_info: Option<&Bound<'py, PyAny>>,
+    started: bool,
+    head_sent: bool,
+) -> PyResult<Bound<'py, PyString>> {
+    match exc_info.filter(|info| !info.is_none()) {
+        Some(info) if head_sent => {
+            // Too late to replace the response: PEP 3333 says re-raise.
+            let py = status.py();
+            let raised = info
+                .get_item(1)?
+                .call_method1(intern!(py, "with_traceback"), (info.get_item(2)?,))?;
+            return Err(PyErr::from_value(raised));
+        }
+        None if started => {
+            return Err(PyAssertionError::new_err(
+                "start_response() called again without exc_info",
+            ));
+        }
+        _ => {}
+    }
+    status.cast::<PyString>().cloned().map_err(|_| {
+        let shown = status
+            .repr()
+            .map_or_else(|_| "?".to_owned(), |r| r.to_string());
+        PyTypeError::new_err(format!(
+            "status must be a str such as '200 OK', not {shown}"
+        ))
+    })
+}
 
 /// `f(name, value)` for each field of a WSGI header list (`(str, str)`
 /// tuples, latin-1 as PEP 3333 says), for every server that frames one.

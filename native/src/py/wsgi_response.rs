@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyMemoryView, PyString};
 
 use super::request::Request;
-use super::response::{add_header, for_each_wsgi_field};
+use super::response::{add_header, for_each_wsgi_field, start_response_rules};
 use super::text::latin1_bytes;
 use crate::http1_codec::{ResponseHeadBuilder, Version};
 
@@ -107,29 +107,14 @@ impl WsgiResponse {
         exc_info: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
-        let exc_info = exc_info.filter(|info| !info.is_none());
-        if let Some(info) = exc_info {
-            if slf.borrow().head_sent {
-                // Too late to replace the response: PEP 3333 says re-raise.
-                let err = info.get_item(1)?;
-                let raised =
-                    err.call_method1(intern!(py, "with_traceback"), (info.get_item(2)?,))?;
-                return Err(PyErr::from_value(raised));
-            }
-        } else if slf.borrow().status.is_some() {
-            return Err(PyAssertionError::new_err(
-                "start_response() called again without exc_info",
-            ));
-        }
-        if !status.is_exact_instance_of::<PyString>() {
-            return Err(PyTypeError::new_err(format!(
-                "status must be a str such as '200 OK', not {}",
-                status.repr()?
-            )));
-        }
+        let (started, head_sent) = {
+            let me = slf.borrow();
+            (me.status.is_some(), me.head_sent)
+        };
+        let status = start_response_rules(status, exc_info, started, head_sent)?;
         {
             let mut me = slf.borrow_mut();
-            me.status = Some(status.clone().unbind());
+            me.status = Some(status.into_any().unbind());
             me.headers = headers.clone().unbind();
         }
         slf.getattr(intern!(py, "write"))

@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyString};
 
 use crate::http1_codec::{check_field, parse_status, AppField};
-use crate::py::response::for_each_wsgi_field;
+use crate::py::response::{for_each_wsgi_field, start_response_rules};
 use crate::py::text::latin1_bytes;
 
 #[pyclass(module = "supervise._native")]
@@ -143,28 +143,11 @@ impl StartResponse {
         exc_info: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
-        {
+        let (started, committed) = {
             let this = slf.borrow();
-            match exc_info.filter(|e| !e.is_none()) {
-                Some(info) if this.committed => {
-                    // Too late to replace the response: PEP 3333 says re-raise.
-                    return Err(PyErr::from_value(info.get_item(1)?));
-                }
-                Some(_) => {}
-                None if this.status.is_some() => {
-                    return Err(PyAssertionError::new_err(
-                        "start_response() called again without exc_info",
-                    ))
-                }
-                None => {}
-            }
-        }
-        let Ok(status) = status.cast::<PyString>() else {
-            return Err(PyTypeError::new_err(format!(
-                "status must be a str such as '200 OK', not {}",
-                status.repr()?
-            )));
+            (this.status.is_some(), this.committed)
         };
+        let status = &start_response_rules(status, exc_info, started, committed)?;
         let line = latin1_bytes(status, "status")?;
         let (code, _) = parse_status(&line).map_err(|e| {
             PyValueError::new_err(format!("{e}: {:?}", String::from_utf8_lossy(&line)))
