@@ -3,9 +3,9 @@
 The per-request steps are native (``_native.WsgiResponse``: start_response,
 write, the head's validation, Date, Server and framing headers); the head goes
 out together with the first body block, so a typical response costs one
-``send``. When the whole body is known up front (a
-one-item list, a file) and the application gave no Content-Length, one is
-added: the connection can then stay open without chunked framing.
+``send``. When the whole body is known up front (a one-item list, a file) and
+the application gave no Content-Length, one is added: the connection can then
+stay open without chunked framing.
 """
 
 from __future__ import annotations
