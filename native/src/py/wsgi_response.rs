@@ -131,7 +131,7 @@ impl WsgiResponse {
         if !slf.borrow().head_sent {
             if data.is_truthy()? {
                 // The head waits for the first non-empty block.
-                send_first(slf, data, -1)?;
+                send_first(slf, data, First::Block)?;
             }
         } else if data.is_truthy()? && slf.borrow().body {
             send_more(slf, data)?;
@@ -148,48 +148,7 @@ impl WsgiResponse {
             }
             return Self::finish(slf);
         }
-        let data = as_bytes(data)?;
-        let bytes = data.as_bytes();
-        let mut n = bytes.len();
-        let head = head(slf, n as i64)?;
-        let out = {
-            let mut me = slf.borrow_mut();
-            me.head_sent = true;
-            if n == 0 || !me.body {
-                if me.body && me.length > 0 {
-                    me.keep_alive = false; // announced a body it did not send
-                }
-                Out::One(head)
-            } else if me.chunked {
-                // Not expected (the length is known), but keep the framing right.
-                let mut buf = head;
-                chunk_into(&mut buf, bytes);
-                buf.extend_from_slice(LAST_CHUNK);
-                me.sent = n as i64;
-                Out::One(buf)
-            } else {
-                if me.length >= 0 && (me.length as usize) < n {
-                    n = me.length as usize;
-                }
-                if (n as i64) < me.length {
-                    me.keep_alive = false;
-                }
-                me.sent = n as i64;
-                if n <= JOIN_UP_TO {
-                    let mut buf = head;
-                    buf.extend_from_slice(&bytes[..n]);
-                    Out::One(buf)
-                } else {
-                    let body = if n < bytes.len() {
-                        PyBytes::new(slf.py(), &bytes[..n]).into_any().unbind()
-                    } else {
-                        data.clone().into_any().unbind()
-                    };
-                    Out::HeadThenGiven(head, body)
-                }
-            }
-        };
-        send(slf, out, intern!(slf.py(), "send_last"))
+        send_first(slf, data, First::Whole)
     }
 
     /// End the body: send the head if still due, or the last chunk.
@@ -199,7 +158,7 @@ impl WsgiResponse {
             (me.head_sent, me.chunked)
         };
         if !head_sent {
-            send_first(slf, &PyBytes::new(slf.py(), b""), 0)?;
+            send_first(slf, &PyBytes::new(slf.py(), b""), First::End)?;
         } else if chunked {
             send(
                 slf,
@@ -287,24 +246,46 @@ fn head(slf: &Bound<'_, WsgiResponse>, known_length: i64) -> PyResult<Vec<u8>> {
     Ok(head.bytes)
 }
 
+/// What the first body block is: a block of a longer body (`write`), the
+/// whole body (`send_whole`), or the end of an empty one (`finish`).
+#[derive(Clone, Copy, PartialEq)]
+enum First {
+    Block,
+    Whole,
+    End,
+}
+
+/// Sends the head with the first block: joined to it up to `JOIN_UP_TO`,
+/// never past the app's Content-Length. A whole body's length becomes the
+/// Content-Length when the app gave none, and it goes by `send_last`.
 fn send_first(
     slf: &Bound<'_, WsgiResponse>,
     data: &Bound<'_, PyAny>,
-    known_length: i64,
+    first: First,
 ) -> PyResult<()> {
     let data = as_bytes(data)?;
-    let head = head(slf, known_length)?;
     let bytes = data.as_bytes();
+    let known_length = match first {
+        First::Block => -1,
+        First::Whole => bytes.len() as i64,
+        First::End => 0,
+    };
+    let head = head(slf, known_length)?;
     let out = {
         let mut me = slf.borrow_mut();
         me.head_sent = true;
-        if bytes.is_empty() || !me.body {
+        let out = if bytes.is_empty() || !me.body {
             Out::One(head)
         } else {
             let mut n = bytes.len();
             let out = if me.chunked {
+                // Not expected for a whole body (its length is known), but
+                // keep the framing right.
                 let mut buf = head;
                 chunk_into(&mut buf, bytes);
+                if first == First::Whole {
+                    buf.extend_from_slice(LAST_CHUNK);
+                }
                 Out::One(buf)
             } else {
                 if me.length >= 0 && (me.length as usize) < n {
@@ -320,14 +301,25 @@ fn send_first(
                         PyBytes::new(slf.py(), &bytes[..n]).into_any().unbind(),
                     )
                 } else {
+                    // Not copied behind its head: a slow reader would hold
+                    // the app's body and the copy.
                     Out::HeadThenGiven(head, data.clone().into_any().unbind())
                 }
             };
             me.sent = n as i64;
             out
+        };
+        if first == First::Whole && me.body && me.sent < me.length {
+            me.keep_alive = false; // announced more body than it sent
         }
+        out
     };
-    send(slf, out, intern!(slf.py(), "sendall"))
+    let last = if first == First::Whole {
+        intern!(slf.py(), "send_last")
+    } else {
+        intern!(slf.py(), "sendall")
+    };
+    send(slf, out, last)
 }
 
 fn send_more(slf: &Bound<'_, WsgiResponse>, data: &Bound<'_, PyAny>) -> PyResult<()> {
