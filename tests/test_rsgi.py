@@ -82,6 +82,18 @@ def test_headers_mapping(rsgi):
     assert scope["len"] == len(scope["items"])
 
 
+def test_headers_mapping_of_repeated_and_latin1_fields(rsgi):
+    """A name repeated apart from itself is one key, its values in the order
+    sent; a value byte over 0x7f reads as latin-1."""
+    server = rsgi()
+    headers = [("X-Dup", "one"), ("Accept", "*/*"), ("x-dup", "two"), ("X-Text", b"caf\xe9")]
+    scope = httpx.get(url(server, "/scope"), headers=headers).json()
+    assert scope["x_dup_all"] == ["one", "two"]
+    assert scope["keys"].count("x-dup") == 1
+    assert ["x-text", "caf\u00e9"] in scope["items"]
+    assert scope["len"] == len(scope["items"]) == len(scope["values"])
+
+
 def test_path_is_percent_decoded(rsgi):
     server = rsgi()
     r = httpx.get(url(server, "/scope"))

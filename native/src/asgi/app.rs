@@ -8,9 +8,9 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict};
 
-use crate::bridge::{AppCalls, HyperHead, Proxied};
+use crate::bridge::{AppCalls, HyperHead, Proxied, RequestView};
 use crate::py::asgi_scope;
-use crate::server::{ConnInfo, TlsInfo};
+use crate::server::{ConnInfo, ExchangeHead, TlsInfo};
 
 #[pyclass(module = "supervise._native", frozen)]
 pub struct AsgiApp {
@@ -73,7 +73,7 @@ impl AsgiApp {
     pub fn http_scope<'py>(
         &self,
         py: Python<'py>,
-        head: &Parts,
+        head: &ExchangeHead,
         conn: &ConnInfo,
         proxied: &Proxied,
         hints: bool,
@@ -96,7 +96,7 @@ impl AsgiApp {
             }
         };
         scope.set_item(intern!(py, "extensions"), extensions)?;
-        asgi_scope::fill(&scope, &HyperHead::new(head), &self.root_path, true, None)?;
+        asgi_scope::fill(&scope, &RequestView::of(head), &self.root_path, true, None)?;
         Ok(scope)
     }
 

@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::messages::{self, disconnect_message, request_message, Sent};
 use crate::bridge::{done, Event, Finish, LoopCtx, Outcome};
 use crate::server::{
-    BodyRead, BodyStream, ConnInfo, Exchange, ExchangeBody, Reply, ReplySlot, Tracker,
+    BodyRead, BodyStream, ConnInfo, Exchange, ExchangeBody, ExchangeHead, Reply, ReplySlot, Tracker,
 };
 
 /// Body bytes already received that one `http.request` message carries at
@@ -101,7 +101,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl HttpCycle {
-    pub fn new(ctx: Arc<LoopCtx>, ex: Box<Exchange>) -> (Self, hyper::http::request::Parts) {
+    pub fn new(ctx: Arc<LoopCtx>, ex: Box<Exchange>) -> (Self, ExchangeHead) {
         // Each field is moved out of the box: the Exchange is not copied whole.
         let cut = matches!(ex.body, ExchangeBody::Cut);
         let cycle = HttpCycle {

@@ -5,9 +5,10 @@
 //! proxy is in front) costs a few header-map lookups and no Python call.
 
 use hyper::header::HeaderName;
-use hyper::HeaderMap;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+
+use crate::server::FieldsOf;
 
 pub struct Forwarded {
     /// Every header the rules may read, lower-case.
@@ -36,7 +37,7 @@ impl Forwarded {
 
     /// The client and scheme the headers give, for the peer `client`
     /// ("addr:port", "" on a unix socket). An Err is a 400 for the request.
-    pub fn apply(&self, py: Python<'_>, headers: &HeaderMap, client: &str) -> PyResult<Proxied> {
+    pub fn apply(&self, py: Python<'_>, headers: FieldsOf<'_>, client: &str) -> PyResult<Proxied> {
         let found = found(&self.names, headers);
         if found.is_empty() {
             return Ok(Proxied::default());
@@ -54,20 +55,22 @@ impl Forwarded {
 }
 
 /// The proxy headers present, each with its fields joined by ","; latin-1,
-/// as the ASGI worker decodes them.
-fn found<'a>(names: &'a [HeaderName], headers: &HeaderMap) -> Vec<(&'a str, String)> {
-    let mut out = Vec::new();
-    for name in names {
-        let mut joined: Option<String> = None;
-        for value in headers.get_all(name) {
-            let text: String = value.as_bytes().iter().map(|&b| b as char).collect();
-            joined = Some(match joined {
-                Some(before) => format!("{before},{text}"),
-                None => text,
-            });
-        }
-        if let Some(value) = joined {
-            out.push((name.as_str(), value));
+/// as the ASGI worker decodes them. One pass over the request's fields:
+/// most requests carry none of the names, and a length differs at once
+/// (a lookup per name hashed each, or scanned the fields each time).
+fn found<'a>(names: &'a [HeaderName], headers: FieldsOf<'_>) -> Vec<(&'a str, String)> {
+    let mut out: Vec<(&'a str, String)> = Vec::new();
+    for (name, value) in headers.iter() {
+        let Some(wanted) = names.iter().find(|n| n.as_str().as_bytes() == name) else {
+            continue;
+        };
+        let text = value.iter().map(|&b| b as char);
+        match out.iter_mut().find(|(n, _)| *n == wanted.as_str()) {
+            Some((_, joined)) => {
+                joined.push(',');
+                joined.extend(text);
+            }
+            None => out.push((wanted.as_str(), text.collect())),
         }
     }
     out
@@ -77,6 +80,7 @@ fn found<'a>(names: &'a [HeaderName], headers: &HeaderMap) -> Vec<(&'a str, Stri
 mod tests {
     use super::*;
     use hyper::header::HeaderValue;
+    use hyper::HeaderMap;
 
     fn names() -> Vec<HeaderName> {
         ["x-forwarded-for", "x-forwarded-proto"]
@@ -90,7 +94,7 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert("host", HeaderValue::from_static("a"));
         let names = names();
-        assert!(found(&names, &headers).is_empty());
+        assert!(found(&names, FieldsOf::Map(&headers)).is_empty());
     }
 
     #[test]
@@ -101,7 +105,25 @@ mod tests {
         headers.insert("x-forwarded-proto", HeaderValue::from_static("https"));
         let names = names();
         assert_eq!(
-            found(&names, &headers),
+            found(&names, FieldsOf::Map(&headers)),
+            vec![
+                ("x-forwarded-for", "1.2.3.4,5.6.7.8".to_string()),
+                ("x-forwarded-proto", "https".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn a_parsed_head_is_read_in_one_pass() {
+        let raw = b"GET / HTTP/1.1\r\nX-Forwarded-For: 1.2.3.4\r\nHost: a\r\n\
+            x-forwarded-proto: https\r\nx-forwarded-for: 5.6.7.8\r\n\r\n";
+        let limits = crate::http1_codec::Limits::default();
+        let (head, _) = crate::http1_codec::parse_request(raw, &limits)
+            .unwrap()
+            .unwrap();
+        let names = names();
+        assert_eq!(
+            found(&names, FieldsOf::Wire(&head)),
             vec![
                 ("x-forwarded-for", "1.2.3.4,5.6.7.8".to_string()),
                 ("x-forwarded-proto", "https".to_string())

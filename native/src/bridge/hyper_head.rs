@@ -9,7 +9,9 @@ use hyper::http::request::Parts;
 use hyper::Version;
 
 use crate::http1_codec::target::percent_decode;
+use crate::http1_codec::RequestHead;
 use crate::py::environ::HeadView;
+use crate::server::ExchangeHead;
 
 pub struct HyperHead<'a> {
     parts: &'a Parts,
@@ -94,5 +96,60 @@ impl HeadView for HyperHead<'_> {
     }
     fn host_override(&self) -> Option<&[u8]> {
         self.host
+    }
+}
+
+/// An exchange's head seen through `HeadView`, whichever parser made it: the
+/// direct loop's `RequestHead` is one already.
+pub enum RequestView<'a> {
+    Wire(&'a RequestHead),
+    Hyper(HyperHead<'a>),
+}
+
+impl<'a> RequestView<'a> {
+    pub fn of(head: &'a ExchangeHead) -> Self {
+        match head {
+            ExchangeHead::Wire(h) => RequestView::Wire(h),
+            ExchangeHead::Hyper(p) => RequestView::Hyper(HyperHead::new(p)),
+        }
+    }
+}
+
+impl RequestView<'_> {
+    fn inner(&self) -> &dyn HeadView {
+        match self {
+            RequestView::Wire(h) => *h,
+            RequestView::Hyper(h) => h,
+        }
+    }
+}
+
+impl HeadView for RequestView<'_> {
+    fn method(&self) -> &[u8] {
+        self.inner().method()
+    }
+    fn target(&self) -> &[u8] {
+        self.inner().target()
+    }
+    fn path(&self) -> &[u8] {
+        self.inner().path()
+    }
+    fn raw_path(&self) -> &[u8] {
+        self.inner().raw_path()
+    }
+    fn query(&self) -> &[u8] {
+        self.inner().query()
+    }
+    fn protocol(&self) -> &'static str {
+        self.inner().protocol()
+    }
+    fn field_count(&self) -> usize {
+        self.inner().field_count()
+    }
+    fn field(&self, i: usize) -> (&[u8], &[u8]) {
+        self.inner().field(i)
+    }
+    fn host_override(&self) -> Option<&[u8]> {
+        self.inner().host_override()
     }
 }

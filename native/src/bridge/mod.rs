@@ -22,7 +22,7 @@ pub mod queue;
 pub use app_run::{AppCalls, AppRun, Finish, ProtocolObject};
 pub use awaitable::done;
 pub use forwarded::{Forwarded, Proxied};
-pub use hyper_head::HyperHead;
+pub use hyper_head::{HyperHead, RequestView};
 pub use loop_ctx::{complete, LoopCtx};
 pub use queue::{Bridge, BridgeDispatch, Event, Outcome};
 

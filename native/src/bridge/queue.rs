@@ -113,7 +113,7 @@ impl Dispatch for BridgeDispatch {
                 .is_some_and(|n| n > 0 && n <= SMALL_BODY),
             ExchangeBody::Whole(_) | ExchangeBody::Cut => false,
         };
-        let expects = exchange.head.headers.contains_key(hyper::header::EXPECT);
+        let expects = exchange.head.fields().get(&hyper::header::EXPECT).is_some();
         if !small || expects {
             self.bridge.push(Event::Request(Box::new(exchange)));
             return;

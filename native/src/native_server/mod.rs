@@ -297,22 +297,20 @@ impl NativeServer {
     fn proxied(
         &self,
         py: Python<'_>,
-        head: &hyper::http::request::Parts,
+        fields: crate::server::FieldsOf<'_>,
         conn: &crate::server::ConnInfo,
     ) -> Result<Proxied, hyper::StatusCode> {
         let Some(forwarded) = &self.forwarded else {
             return Ok(Proxied::default());
         };
-        forwarded
-            .apply(py, &head.headers, &conn.client)
-            .map_err(|err| {
-                if err.is_instance_of::<PyValueError>(py) {
-                    hyper::StatusCode::BAD_REQUEST
-                } else {
-                    err.print(py);
-                    hyper::StatusCode::INTERNAL_SERVER_ERROR
-                }
-            })
+        forwarded.apply(py, fields, &conn.client).map_err(|err| {
+            if err.is_instance_of::<PyValueError>(py) {
+                hyper::StatusCode::BAD_REQUEST
+            } else {
+                err.print(py);
+                hyper::StatusCode::INTERNAL_SERVER_ERROR
+            }
+        })
     }
 
     /// `ex` stays boxed until its fields go where they are kept, instead of
@@ -331,7 +329,7 @@ impl NativeServer {
         let measured = calls.get().done.is_some();
         let (proto, head, conn) = HTTPProtocol::new(self.ctx.clone(), ex, measured);
         let reply = proto.reply_slot();
-        let proxied = match self.proxied(py, &head, &conn) {
+        let proxied = match self.proxied(py, head.fields(), &conn) {
             Ok(proxied) => proxied,
             Err(status) => return Self::refuse_proxied(&reply, status),
         };
@@ -351,7 +349,7 @@ impl NativeServer {
         let (cycle, head) = HttpCycle::new(self.ctx.clone(), ex);
         let reply = cycle.reply_slot();
         let conn = cycle.conn();
-        let proxied = match self.proxied(py, &head, &conn) {
+        let proxied = match self.proxied(py, head.fields(), &conn) {
             Ok(proxied) => proxied,
             Err(status) => return Self::refuse_proxied(&reply, status),
         };
@@ -384,7 +382,7 @@ impl NativeServer {
             Ok(p) => p,
             Err(err) => return err.print(py),
         };
-        let proxied = match self.proxied(py, &head, &conn) {
+        let proxied = match self.proxied(py, crate::server::FieldsOf::Map(&head.headers), &conn) {
             Ok(proxied) => proxied,
             Err(status) => {
                 proto.get().refuse(status);

@@ -20,7 +20,9 @@ use tokio::sync::mpsc;
 use super::errors::{RSGIProtocolClosed, RSGIProtocolError};
 use super::transport::{HTTPStreamTransport, StreamSlot, STREAM_DEPTH};
 use crate::bridge::{Finish, LoopCtx, Outcome};
-use crate::server::{BodyRead, BodyStream, Exchange, ExchangeBody, Reply, ReplySlot, Tracker};
+use crate::server::{
+    BodyRead, BodyStream, Exchange, ExchangeBody, ExchangeHead, Reply, ReplySlot, Tracker,
+};
 
 enum BodyState {
     /// The whole body, read before the hand-over (`BridgeDispatch`).
@@ -76,11 +78,7 @@ impl HTTPProtocol {
         ctx: Arc<LoopCtx>,
         ex: Box<Exchange>,
         measured: bool,
-    ) -> (
-        Self,
-        hyper::http::request::Parts,
-        Arc<crate::server::ConnInfo>,
-    ) {
+    ) -> (Self, ExchangeHead, Arc<crate::server::ConnInfo>) {
         // Each field is moved out of the box: the Exchange is not copied whole.
         let proto = HTTPProtocol {
             ctx,

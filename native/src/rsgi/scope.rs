@@ -13,13 +13,13 @@ use pyo3::types::PyString;
 use super::headers::Headers;
 use crate::bridge::Proxied;
 use crate::http1_codec::target::percent_decode;
-use crate::server::ConnInfo;
+use crate::server::{ConnInfo, ExchangeHead};
 
 pub const RSGI_VERSION: &str = "1.5";
 
 #[pyclass(module = "supervise._native", frozen)]
 pub struct Scope {
-    head: Parts,
+    head: ExchangeHead,
     conn: Arc<ConnInfo>,
     headers: PyOnceLock<Py<Headers>>,
     websocket: bool,
@@ -28,7 +28,7 @@ pub struct Scope {
 }
 
 impl Scope {
-    pub fn new(head: Parts, conn: Arc<ConnInfo>, proxied: Proxied) -> Self {
+    pub fn new(head: ExchangeHead, conn: Arc<ConnInfo>, proxied: Proxied) -> Self {
         Scope {
             head,
             conn,
@@ -42,24 +42,20 @@ impl Scope {
     pub fn websocket(head: Parts, conn: Arc<ConnInfo>, proxied: Proxied) -> Self {
         Scope {
             websocket: true,
-            ..Scope::new(head, conn, proxied)
+            ..Scope::new(ExchangeHead::Hyper(head), conn, proxied)
         }
     }
 
     pub fn method_str(&self) -> &str {
-        self.head.method.as_str()
+        self.head.method()
     }
 
     pub fn target(&self) -> String {
-        self.head
-            .uri
-            .path_and_query()
-            .map(|p| p.as_str().to_owned())
-            .unwrap_or_else(|| self.head.uri.to_string())
+        self.head.target().into_owned()
     }
 
     pub fn version_str(&self) -> &'static str {
-        match self.head.version {
+        match self.head.version() {
             Version::HTTP_10 => "1.0",
             Version::HTTP_2 => "2",
             Version::HTTP_3 => "3",
@@ -97,30 +93,26 @@ impl Scope {
 
     #[getter]
     fn method(&self) -> &str {
-        self.head.method.as_str()
+        self.head.method()
     }
 
     /// Percent-decoded, as UTF-8 (invalid sequences replaced).
     #[getter]
     fn path(&self) -> String {
-        let raw = self.head.uri.path();
-        String::from_utf8_lossy(&percent_decode(raw.as_bytes())).into_owned()
+        String::from_utf8_lossy(&percent_decode(self.head.raw_path())).into_owned()
     }
 
+    /// The target checked every byte: ASCII, so this is never lossy.
     #[getter]
-    fn query_string(&self) -> &str {
-        self.head.uri.query().unwrap_or("")
+    fn query_string(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(self.head.query())
     }
 
     #[getter]
     fn authority(&self) -> Option<String> {
-        if let Some(a) = self.head.uri.authority() {
-            return Some(a.as_str().to_owned());
-        }
         self.head
-            .headers
-            .get(hyper::header::HOST)
-            .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned())
+            .authority()
+            .map(|a| String::from_utf8_lossy(a).into_owned())
     }
 
     #[getter]
@@ -137,7 +129,7 @@ impl Scope {
     fn headers(&self, py: Python<'_>) -> PyResult<Py<Headers>> {
         let h = self
             .headers
-            .get_or_try_init(py, || Py::new(py, Headers::new(self.head.headers.clone())))?;
+            .get_or_try_init(py, || Py::new(py, Headers::new(self.head.owned_fields())))?;
         Ok(h.clone_ref(py))
     }
 

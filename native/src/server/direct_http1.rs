@@ -16,15 +16,15 @@
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes};
-use hyper::header::{HeaderName, HeaderValue};
-use hyper::http::request::Parts;
-use hyper::{HeaderMap, Method, Request, StatusCode, Uri, Version};
+use hyper::header::HeaderValue;
+use hyper::{HeaderMap, StatusCode};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::body::Framing;
 use super::direct_wire::{Stop, Target, Wire};
 use super::exchange::{ConnInfo, Exchange, ExchangeBody, Interim, Tracker, SMALL_BODY};
+use super::exchange_head::ExchangeHead;
 use super::health::Probed;
 use super::reply::Reply;
 use super::reply_batch::ReplySlot;
@@ -106,13 +106,13 @@ async fn serve_app_requests<I: Io>(
         if shared.may_answer_itself(&head) {
             return Next::Itself(head, n);
         }
-        let Some(parts) = direct_parts(&head, shared) else {
+        if !served_here(&head, shared) {
             return Next::Hyper;
-        };
+        }
         w.buf.advance(n);
         let body = read_body(w, head.content_length.unwrap_or(0) as usize).await;
         let cut = matches!(body, ExchangeBody::Cut);
-        let kept = exchange(w, parts, body, &head, conn, shared).await;
+        let kept = exchange(w, head, body, conn, shared).await;
         if !kept || cut {
             return Next::Over(!cut && !w.buf.is_empty());
         }
@@ -249,35 +249,17 @@ async fn answer_static<I: Io>(
     Some(kept)
 }
 
-/// The request as the bridge takes it, when this loop serves it.
-fn direct_parts(h: &RequestHead, shared: &Shared) -> Option<Parts> {
+/// Whether this loop serves the request: hyper takes the rest (an upgrade,
+/// CONNECT, `Expect`, a chunked or large body). The head crosses to the
+/// answerer as `http1_codec` parsed it (exchange_head.rs says why).
+fn served_here(h: &RequestHead, shared: &Shared) -> bool {
     let length = h.content_length.unwrap_or(0);
     let limit = shared.config.limit_request_body;
-    if h.chunked
+    !(h.chunked
         || length > SMALL_BODY
         || (limit != 0 && length > limit)
         || h.asks_upgrade()
-        || h.header(b"expect").is_some()
-    {
-        return None;
-    }
-    // What `http` refuses (a rare target or method), hyper answers as before.
-    let mut req = Request::new(());
-    *req.method_mut() = Method::from_bytes(h.method()).ok()?;
-    *req.uri_mut() = Uri::try_from(h.target()).ok()?;
-    *req.version_mut() = match h.version {
-        http1_codec::Version::Http10 => Version::HTTP_10,
-        http1_codec::Version::Http11 => Version::HTTP_11,
-    };
-    let headers = req.headers_mut();
-    headers.reserve(h.field_count());
-    for (name, value) in h.fields() {
-        headers.append(
-            HeaderName::from_bytes(name).ok()?,
-            HeaderValue::from_bytes(value).ok()?,
-        );
-    }
-    Some(req.into_parts().0)
+        || h.header(b"expect").is_some())
 }
 
 /// The whole (small) body; `Cut` when the client left before it came.
@@ -298,14 +280,13 @@ async fn read_body<I: Io>(w: &mut Wire<I>, length: usize) -> ExchangeBody {
 /// connection may carry another request.
 async fn exchange<I: Io>(
     w: &mut Wire<I>,
-    parts: Parts,
+    head: RequestHead,
     body: ExchangeBody,
-    h: &RequestHead,
     conn: &Arc<ConnInfo>,
     shared: &Shared,
 ) -> bool {
     let cfg = &shared.config;
-    let mut t = Target::of(h, cfg);
+    let mut t = Target::of(&head, cfg);
     // 1xx responses are for HTTP/1.1 clients only.
     let tracker = Arc::new(if t.http11 && shared.dispatch.writes_interim() {
         Tracker::with_interim()
@@ -321,7 +302,7 @@ async fn exchange<I: Io>(
     };
     let (tx, mut rx) = oneshot::channel();
     shared.dispatch.dispatch(Exchange {
-        head: parts,
+        head: ExchangeHead::Wire(head),
         body,
         conn: conn.clone(),
         reply: ReplySlot::new(tx),

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use super::incoming::Incoming;
 use bytes::Bytes;
 
+use super::exchange_head::ExchangeHead;
 use super::reply_batch::ReplySlot;
 
 /// Per connection, shared by its requests.
@@ -132,7 +133,7 @@ impl ConnInfo {
 /// and where the answer goes (`ReplySlot`, which also knows the runtime that
 /// owns the connection: body reads run there).
 pub struct Exchange {
-    pub head: hyper::http::request::Parts,
+    pub head: ExchangeHead,
     pub body: ExchangeBody,
     pub conn: Arc<ConnInfo>,
     pub reply: ReplySlot,

@@ -17,6 +17,7 @@ mod direct_http1;
 pub(crate) mod direct_wire;
 mod dispatch;
 mod exchange;
+mod exchange_head;
 mod fin_watch;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
@@ -51,6 +52,7 @@ pub use config::{Http2Config, HttpMode, RuntimeMode, ServerConfig, WsConfig};
 pub(crate) use direct_http1::answer_itself;
 pub use dispatch::{BoxIo, Dispatch, Served};
 pub use exchange::{ConnInfo, Exchange, ExchangeBody, TlsInfo, Tracker, SMALL_BODY};
+pub use exchange_head::{ExchangeHead, FieldsOf, OwnedFields};
 pub use fin_watch::client_fin;
 pub use h3::QuicSocket;
 pub use incoming::{Incoming, IncomingError};

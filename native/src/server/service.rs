@@ -18,6 +18,7 @@ use tokio::sync::oneshot;
 use super::body::plain;
 use super::body::{ExchangeGuard, Framing, ResponseBody};
 use super::exchange::{ConnInfo, Exchange, ExchangeBody, Tracker};
+use super::exchange_head::ExchangeHead;
 use super::health::{Answer, Probed};
 use super::hyper_head_rules;
 use super::reply::Reply;
@@ -111,7 +112,7 @@ async fn answer(
     let (tx, rx) = oneshot::channel();
     let ordinal = guard.ordinal;
     shared.dispatch.dispatch(Exchange {
-        head,
+        head: ExchangeHead::Hyper(head),
         body: ExchangeBody::Incoming(body),
         conn,
         reply: ReplySlot::new(tx),

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use hyper::http::request::Parts;
 use hyper::StatusCode;
 use pyo3::exceptions::PyValueError;
 use pyo3::intern;
@@ -22,11 +21,11 @@ use super::spool::{RequestBody, Spool};
 use super::start::{as_bytes, StartResponse};
 use super::stream;
 use super::stream::Pump;
-use crate::bridge::HyperHead;
+use crate::bridge::RequestView;
 use crate::py::environ::{self, put, HeadView};
 use crate::server::{
-    BodyRead, BodyStream, BoxIo, ConnInfo, Dispatch, Exchange, ExchangeBody, Reply, ReplySlot,
-    Served, Shared, Tracker, WsAnswer,
+    BodyRead, BodyStream, BoxIo, ConnInfo, Dispatch, Exchange, ExchangeBody, ExchangeHead, Reply,
+    ReplySlot, Served, Shared, Tracker, WsAnswer,
 };
 
 pub struct WsgiDispatch(Arc<Engine>);
@@ -182,10 +181,11 @@ pub(super) enum Produced {
 }
 
 impl Engine {
-    /// HTTP/2 (hyper): the request as hyper parsed it.
+    /// HTTP/2 and HTTP/3 (and HTTP/1.1 after a hand-over to hyper): the
+    /// request as hyper or h3 parsed it.
     fn serve(
         self: &Arc<Self>,
-        head: &Parts,
+        head: &ExchangeHead,
         conn: &ConnInfo,
         body: RequestBody,
         reply: &ReplySlot,
@@ -193,7 +193,7 @@ impl Engine {
     ) {
         let _busy = self.clock.enter();
         let answer = Python::attach(|py| {
-            let head = HyperHead::new(head);
+            let head = RequestView::of(head);
             let proxied = self.proxied(&head);
             // One request on this connection's environ: filled in place.
             let environ = self
