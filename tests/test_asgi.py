@@ -242,6 +242,21 @@ def test_head_and_bodiless_statuses_send_no_body(asgi):
         assert b"must not" not in response
 
 
+def test_framing_fields_of_the_app_are_the_servers(asgi):
+    """One Content-Length, no Transfer-Encoding from the app, and its
+    `Connection: close` ends the connection after the response."""
+    server = asgi()
+    response = raw_exchange(server, b"GET /framing-fields HTTP/1.1\r\nHost: t\r\n\r\n")
+    head, _, body = response.partition(b"\r\n\r\n")
+    lines = head.lower().split(b"\r\n")
+    assert lines[0].startswith(b"http/1.1 200 ")
+    assert b"x-mixed-case: v" in lines
+    assert lines.count(b"content-length: 2") == 1
+    assert not any(line.startswith(b"transfer-encoding") for line in lines)
+    assert b"connection: close" in lines
+    assert body == b"ok"
+
+
 # -- application errors -----------------------------------------------------------
 
 

@@ -165,6 +165,19 @@ async def bad_header(scope, receive, send, query):
     await send({"type": "http.response.body", "body": b"never"})
 
 
+async def framing_fields(scope, receive, send, query):
+    """Fields a server frames itself, beside the app's own."""
+    headers = [
+        (b"X-Mixed-Case", b"v"),
+        (b"content-length", b"2"),
+        (b"Content-Length", b"2"),
+        (b"transfer-encoding", b"chunked"),
+        (b"connection", b"keep-alive, close"),
+    ]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
 async def status(scope, receive, send, query):
     code = int(query.get("code", "200"))
     await send({"type": "http.response.start", "status": code, "headers": []})
@@ -289,6 +302,7 @@ ROUTES = {
     "/bad-event": bad_event,
     "/str-body": str_body,
     "/bad-header": bad_header,
+    "/framing-fields": framing_fields,
     "/status": status,
     "/disconnect": disconnect,
     "/after-response": after_response,

@@ -24,8 +24,10 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::messages::{self, disconnect_message, request_message, Sent};
 use crate::bridge::{done, Event, Finish, LoopCtx, Outcome};
+use crate::server::app_fields::AppFields;
 use crate::server::{
-    BodyRead, BodyStream, ConnInfo, Exchange, ExchangeBody, ExchangeHead, Reply, ReplySlot, Tracker,
+    BodyRead, BodyStream, ConnInfo, Exchange, ExchangeBody, ExchangeHead, Reply, ReplyFields,
+    ReplySlot, Tracker,
 };
 
 /// Body bytes already received that one `http.request` message carries at
@@ -49,7 +51,7 @@ enum Outbound {
     /// `http.response.start` came; the head waits for the first body message.
     Started {
         status: u16,
-        headers: HeaderMap,
+        headers: AppFields,
         trailers: bool,
     },
     Streaming {
@@ -238,7 +240,7 @@ impl HttpCycle {
                 status,
                 Reply::Full {
                     status: code,
-                    headers,
+                    headers: ReplyFields::App(headers),
                     body,
                 },
             );
@@ -256,7 +258,7 @@ impl HttpCycle {
             status,
             Reply::Stream {
                 status: code,
-                headers,
+                headers: ReplyFields::App(headers),
                 chunks: rx,
                 trailers: trailers_rx,
             },
@@ -303,7 +305,7 @@ impl HttpCycle {
             status,
             Reply::Opened {
                 status: code,
-                headers,
+                headers: ReplyFields::App(headers),
                 file,
                 len,
             },

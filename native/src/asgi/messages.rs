@@ -12,7 +12,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString, PyTuple};
 
 use crate::http1_codec::{check_field, AppField};
 use crate::py::text::with_bytes;
-use crate::server::app_fields;
+use crate::server::app_fields::{self, AppFields};
 
 pub fn request_message<'py>(
     py: Python<'py>,
@@ -36,7 +36,7 @@ pub fn disconnect_message(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 pub enum Sent {
     Start {
         status: u16,
-        headers: HeaderMap,
+        headers: AppFields,
         /// `trailers`: the body is followed by `http.response.trailers`.
         trailers: bool,
     },
@@ -98,10 +98,11 @@ fn start(message: &Bound<'_, PyAny>) -> PyResult<Sent> {
         .ok()
         .and_then(crate::py::response::final_status)
         .ok_or_else(|| PyValueError::new_err(crate::py::response::final_status_error(status)))?;
-    let fields = checked_fields(message)?;
-    let headers =
-        app_fields::header_map(status, fields.iter().map(|(n, v, k)| (&n[..], &v[..], *k)))
-            .map_err(PyValueError::new_err)?;
+    let mut headers = AppFields::new(b"", 4);
+    for_each_field(message, |name, value, kind| {
+        headers.push_lower(name, value, kind);
+        Ok(())
+    })?;
     Ok(Sent::Start {
         status,
         headers,
@@ -109,20 +110,26 @@ fn start(message: &Bound<'_, PyAny>) -> PyResult<Sent> {
     })
 }
 
-/// A header field of the app's, checked: name, value, and what it is.
-type Field = (Vec<u8>, Vec<u8>, AppField);
-
-/// The message's `headers`, each checked as a response field.
-fn checked_fields(message: &Bound<'_, PyAny>) -> PyResult<Vec<Field>> {
-    let mut fields = Vec::new();
-    if let Some(headers) = optional(message, intern!(message.py(), "headers"))? {
-        for item in headers.try_iter()? {
-            let (name, value) = pair(&item?)?;
-            let kind = check_field(&name, &value).map_err(|e| invalid_field(&name, e))?;
-            fields.push((name, value, kind));
-        }
+/// Each of the message's `headers`, checked as a response field: what
+/// `http1_codec` refuses, or hyper's map would not hold (a control byte),
+/// raises in the app, on every protocol alike.
+fn for_each_field(
+    message: &Bound<'_, PyAny>,
+    mut f: impl FnMut(&[u8], &[u8], AppField) -> PyResult<()>,
+) -> PyResult<()> {
+    let Some(headers) = optional(message, intern!(message.py(), "headers"))? else {
+        return Ok(());
+    };
+    for item in headers.try_iter()? {
+        with_pair(&item?, |name, value| {
+            let kind = check_field(name, value).map_err(|e| invalid_field(name, e))?;
+            if !app_fields::valid_value(value) {
+                return Err(invalid_field(name, "invalid header value"));
+            }
+            f(name, value, kind)
+        })?;
     }
-    Ok(fields)
+    Ok(())
 }
 
 fn invalid_field(name: &[u8], e: impl std::fmt::Display) -> PyErr {
@@ -136,14 +143,15 @@ fn invalid_field(name: &[u8], e: impl std::fmt::Display) -> PyErr {
 /// and connection fields, RFC 9110 6.5.1).
 fn trailer_fields(message: &Bound<'_, PyAny>) -> PyResult<HeaderMap> {
     let mut map = HeaderMap::new();
-    for (name, value, kind) in checked_fields(message)? {
+    for_each_field(message, |name, value, kind| {
         if !matches!(kind, AppField::Other | AppField::Date | AppField::Server) {
-            continue;
+            return Ok(());
         }
-        let header = HeaderName::from_bytes(&name).map_err(|e| invalid_field(&name, e))?;
-        let value = HeaderValue::from_bytes(&value).map_err(|e| invalid_field(&name, e))?;
+        let header = HeaderName::from_bytes(name).map_err(|e| invalid_field(name, e))?;
+        let value = HeaderValue::from_bytes(value).map_err(|e| invalid_field(name, e))?;
         map.append(header, value);
-    }
+        Ok(())
+    })?;
     Ok(map)
 }
 
@@ -175,26 +183,33 @@ fn flag(message: &Bound<'_, PyAny>, key: &Bound<'_, PyString>) -> PyResult<bool>
         .map(|f| f.unwrap_or(false))
 }
 
-/// One header: a two-item sequence of byte strings.
-fn pair(item: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, Vec<u8>)> {
-    let bytes = |o: Bound<'_, PyAny>| -> PyResult<Vec<u8>> {
+/// One header: a two-item sequence of byte strings, read in place.
+fn with_pair<'py, R>(
+    item: &Bound<'py, PyAny>,
+    f: impl FnOnce(&[u8], &[u8]) -> PyResult<R>,
+) -> PyResult<R> {
+    let bytes = |o: &Bound<'py, PyAny>| -> PyResult<Bound<'py, PyBytes>> {
         o.cast::<PyBytes>()
-            .map(|b| b.as_bytes().to_vec())
+            .cloned()
             .map_err(|_| PyTypeError::new_err("header names and values must be byte strings"))
     };
-    if let Ok(t) = item.cast::<PyTuple>() {
-        if t.len() == 2 {
-            return Ok((bytes(t.get_item(0)?)?, bytes(t.get_item(1)?)?));
+    let (name, value) = if let Ok(t) = item.cast::<PyTuple>() {
+        if t.len() != 2 {
+            return Err(not_a_pair());
         }
+        (bytes(&t.get_item(0)?)?, bytes(&t.get_item(1)?)?)
     } else {
         let items: Vec<Bound<'_, PyAny>> = item.try_iter()?.collect::<PyResult<_>>()?;
-        if let [name, value] = &items[..] {
-            return Ok((bytes(name.clone())?, bytes(value.clone())?));
-        }
-    }
-    Err(PyValueError::new_err(
-        "a header must be a (name, value) pair",
-    ))
+        let [name, value] = &items[..] else {
+            return Err(not_a_pair());
+        };
+        (bytes(name)?, bytes(value)?)
+    };
+    f(name.as_bytes(), value.as_bytes())
+}
+
+fn not_a_pair() -> PyErr {
+    PyValueError::new_err("a header must be a (name, value) pair")
 }
 
 fn body(message: &Bound<'_, PyAny>) -> PyResult<Bytes> {

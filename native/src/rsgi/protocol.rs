@@ -259,7 +259,7 @@ impl HTTPProtocol {
     fn response_empty(&self, status: u16, headers: &Bound<'_, PyAny>) -> PyResult<()> {
         let reply = Reply::Full {
             status: status_code(status)?,
-            headers: header_map(headers)?,
+            headers: header_map(headers)?.into(),
             body: Bytes::new(),
         };
         self.send(status, headers, reply, 0);
@@ -274,7 +274,7 @@ impl HTTPProtocol {
     ) -> PyResult<()> {
         let reply = Reply::Full {
             status: status_code(status)?,
-            headers: header_map(headers)?,
+            headers: header_map(headers)?.into(),
             body: Bytes::copy_from_slice(body.to_str()?.as_bytes()),
         };
         let len = reply_len(&reply);
@@ -290,7 +290,7 @@ impl HTTPProtocol {
     ) -> PyResult<()> {
         let reply = Reply::Full {
             status: status_code(status)?,
-            headers: header_map(headers)?,
+            headers: header_map(headers)?.into(),
             body: crate::py::body_bytes::body_bytes(body),
         };
         let len = reply_len(&reply);
@@ -307,7 +307,7 @@ impl HTTPProtocol {
         let len = self.file_len(&file, None);
         let reply = Reply::File {
             status: status_code(status)?,
-            headers: header_map(headers)?,
+            headers: header_map(headers)?.into(),
             path: file,
             range: None,
         };
@@ -330,7 +330,7 @@ impl HTTPProtocol {
         let len = self.file_len(&file, Some((start, end)));
         let reply = Reply::File {
             status: status_code(status)?,
-            headers: header_map(headers)?,
+            headers: header_map(headers)?.into(),
             path: file,
             range: Some((start, end)),
         };
@@ -346,7 +346,7 @@ impl HTTPProtocol {
         let (tx, rx) = mpsc::channel(STREAM_DEPTH);
         let reply = Reply::Stream {
             status: status_code(status)?,
-            headers: header_map(headers)?,
+            headers: header_map(headers)?.into(),
             chunks: rx,
             trailers: None,
         };

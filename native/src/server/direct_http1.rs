@@ -26,7 +26,7 @@ use super::direct_wire::{Stop, Target, Wire};
 use super::exchange::{ConnInfo, Exchange, ExchangeBody, Interim, Tracker, SMALL_BODY};
 use super::exchange_head::ExchangeHead;
 use super::health::Probed;
-use super::reply::Reply;
+use super::reply::{Reply, ReplyFields};
 use super::reply_batch::ReplySlot;
 use super::send_file::SendFile;
 use super::shared::Shared;
@@ -198,6 +198,7 @@ async fn answer_static<I: Io>(
             headers.append(name, value);
         }
     }
+    let headers = ReplyFields::from(headers);
     let (reply, len) = match answer.body {
         StaticBody::Nothing => (
             Reply::Full {
@@ -351,7 +352,7 @@ async fn write_interim<I: Io>(w: &mut Wire<I>, interim: &Interim) {
 
 fn response_head(
     status: StatusCode,
-    headers: &HeaderMap,
+    headers: &ReplyFields,
     t: Target,
     known: Option<u64>,
 ) -> Result<ResponseHead, &'static str> {
@@ -373,11 +374,21 @@ fn response_head(
         &line[..end]
     };
     let mut b = ResponseHeadBuilder::new(line, t.http11, t.keep_alive, t.is_head)?;
-    for (name, value) in headers {
-        // A HeaderName is a token and a HeaderValue has no CR, LF or NUL:
-        // only what the field means is left to find.
-        let (name, value) = (name.as_str().as_bytes(), value.as_bytes());
-        b.checked_header(name, value, http1_codec::field_kind(name, value)?)?;
+    match headers {
+        ReplyFields::Map(map) => {
+            for (name, value) in map {
+                // A HeaderName is a token and a HeaderValue has no CR, LF or
+                // NUL: only what the field means is left to find.
+                let (name, value) = (name.as_str().as_bytes(), value.as_bytes());
+                b.checked_header(name, value, http1_codec::field_kind(name, value)?)?;
+            }
+        }
+        // Checked and classified by the adapter already.
+        ReplyFields::App(fields) => {
+            for (name, value, kind) in fields.sent(code) {
+                b.checked_header(name, value, kind)?;
+            }
+        }
     }
     Ok(b.finish_with_length(known))
 }

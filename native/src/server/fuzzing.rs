@@ -55,7 +55,7 @@ impl Dispatch for Echo {
             }
             reply.send(Reply::Full {
                 status: StatusCode::OK,
-                headers: HeaderMap::new(),
+                headers: HeaderMap::new().into(),
                 body: Bytes::from(echoed),
             });
         });

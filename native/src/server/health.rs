@@ -86,7 +86,7 @@ impl Answer {
     pub fn reply(self) -> Reply {
         Reply::Full {
             status: self.status(),
-            headers: self.headers(),
+            headers: self.headers().into(),
             body: Bytes::from_static(self.text().as_bytes()),
         }
     }

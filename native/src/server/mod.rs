@@ -56,7 +56,7 @@ pub use exchange_head::{ExchangeHead, FieldsOf, OwnedFields};
 pub use fin_watch::client_fin;
 pub use h3::QuicSocket;
 pub use incoming::{Incoming, IncomingError};
-pub use reply::Reply;
+pub use reply::{Reply, ReplyFields};
 pub use reply_batch::ReplySlot;
 pub use reply_batch::{batch_on_this_thread, flush as flush_replies, new_round, stop_batching};
 pub use request_body::{BodyRead, BodyStream};

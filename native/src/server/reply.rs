@@ -1,25 +1,28 @@
 //! The answer to one request, as the app side gives it to the server.
 
 use bytes::Bytes;
+use hyper::header::{HeaderName, HeaderValue};
 use hyper::{HeaderMap, StatusCode};
 use tokio::sync::{mpsc, oneshot};
+
+use super::app_fields::AppFields;
 
 /// The answer to one request.
 pub enum Reply {
     Full {
         status: StatusCode,
-        headers: HeaderMap,
+        headers: ReplyFields,
         body: Bytes,
     },
     File {
         status: StatusCode,
-        headers: HeaderMap,
+        headers: ReplyFields,
         path: std::path::PathBuf,
         range: Option<(u64, u64)>,
     },
     Stream {
         status: StatusCode,
-        headers: HeaderMap,
+        headers: ReplyFields,
         chunks: mpsc::Receiver<Bytes>,
         /// The trailer fields that follow the last chunk (ASGI's
         /// `http.response.trailers`); the stream is incomplete when the
@@ -30,7 +33,7 @@ pub enum Reply {
     /// WSGI file_wrapper).
     Opened {
         status: StatusCode,
-        headers: HeaderMap,
+        headers: ReplyFields,
         file: std::fs::File,
         len: u64,
     },
@@ -42,7 +45,7 @@ impl Reply {
     pub fn text(status: StatusCode, text: &'static str, close: bool) -> Reply {
         Reply::Full {
             status,
-            headers: text_headers(close),
+            headers: text_headers(close).into(),
             body: Bytes::from_static(text.as_bytes()),
         }
     }
@@ -78,4 +81,38 @@ pub fn text_headers(close: bool) -> HeaderMap {
         headers.insert(CONNECTION, HeaderValue::from_static("close"));
     }
     headers
+}
+
+/// A reply's fields: the server's own (and RSGI's) in hyper's map, or an
+/// ASGI app's as its adapter checked them, which the direct HTTP/1.1 loop
+/// writes as they are and only hyper and h3 turn into a map.
+pub enum ReplyFields {
+    Map(HeaderMap),
+    App(AppFields),
+}
+
+impl From<HeaderMap> for ReplyFields {
+    fn from(map: HeaderMap) -> Self {
+        ReplyFields::Map(map)
+    }
+}
+
+impl ReplyFields {
+    /// The map hyper and h3 write: for an app's fields, those `AppFields::sent`
+    /// lets out (its adapter refused any that the map would not hold).
+    pub fn into_map(self, status: StatusCode) -> HeaderMap {
+        let fields = match self {
+            ReplyFields::Map(map) => return map,
+            ReplyFields::App(fields) => fields,
+        };
+        let mut map = HeaderMap::with_capacity(fields.len());
+        for (name, value, _) in fields.sent(status.as_u16()) {
+            if let (Ok(name), Ok(value)) =
+                (HeaderName::from_bytes(name), HeaderValue::from_bytes(value))
+            {
+                map.append(name, value);
+            }
+        }
+        map
+    }
 }

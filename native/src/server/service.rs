@@ -361,7 +361,7 @@ async fn respond(
     };
     let mut response = Response::new(ResponseBody::new(framing, Some(guard)));
     *response.status_mut() = status;
-    *response.headers_mut() = headers;
+    *response.headers_mut() = headers.into_map(status);
     response
 }
 

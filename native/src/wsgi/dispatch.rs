@@ -25,7 +25,7 @@ use crate::bridge::RequestView;
 use crate::py::environ::{self, put, HeadView};
 use crate::server::{
     BodyRead, BodyStream, BoxIo, ConnInfo, Dispatch, Exchange, ExchangeBody, ExchangeHead, Reply,
-    ReplySlot, Served, Shared, Tracker, WsAnswer,
+    ReplyFields, ReplySlot, Served, Shared, Tracker, WsAnswer,
 };
 
 pub struct WsgiDispatch(Arc<Engine>);
@@ -428,8 +428,8 @@ impl Engine {
         let status = start
             .status_code()
             .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let headers = match start.header_map() {
-            Ok(headers) => headers,
+        let headers: ReplyFields = match start.header_map() {
+            Ok(headers) => headers.into(),
             Err(err) => {
                 drop(start);
                 self.report(py, call.environ.bind(py), err, "");

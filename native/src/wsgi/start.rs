@@ -1,6 +1,6 @@
 //! `start_response` and the `write()` it returns. The status and fields are
 //! checked as the Python workers check them (`h1::check_field`) and kept as
-//! bytes (`AppHead`): HTTP/1.1 frames them with `http1_codec`'s head builder
+//! bytes (`server::app_fields::AppFields`): HTTP/1.1 frames them with `http1_codec`'s head builder
 //! (direct_response.rs), HTTP/2 turns them into hyper's header map.
 
 use bytes::Bytes;
@@ -13,6 +13,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyString};
 use crate::http1_codec::{check_field, parse_status, AppField};
 use crate::py::response::{for_each_wsgi_field, start_response_rules};
 use crate::py::text::latin1_bytes;
+use crate::server::app_fields::AppFields;
 
 #[pyclass(module = "supervise._native")]
 #[derive(Default)]
@@ -21,7 +22,7 @@ pub struct StartResponse {
     pub status: Option<Py<PyString>>,
     pub code: u16,
     /// The status line and the fields as bytes, checked.
-    pub head: AppHead,
+    pub head: AppFields,
     /// The app's own list, for the access log's `{name}o` atoms.
     pub app_headers: Option<Py<PyAny>>,
     /// The app's Content-Length: never more body than that is sent.
@@ -60,37 +61,6 @@ pub fn as_bytes(data: &Bound<'_, PyAny>) -> PyResult<Bytes> {
     )))
 }
 
-/// The status line ("200 OK") and the app's fields as bytes, in one buffer:
-/// two allocations per response, where a pair of vectors per field made
-/// five for a typical two-field answer.
-#[derive(Default)]
-pub struct AppHead {
-    bytes: Vec<u8>,
-    status_end: usize,
-    /// Per field: where its name and its value end in `bytes` (each starts
-    /// where the one before ended), and what it means to the server.
-    ends: Vec<(usize, usize, AppField)>,
-}
-
-impl AppHead {
-    pub fn status_line(&self) -> &[u8] {
-        &self.bytes[..self.status_end]
-    }
-
-    pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8], AppField)> {
-        let mut at = self.status_end;
-        self.ends.iter().map(move |&(name_end, value_end, kind)| {
-            let field = (
-                &self.bytes[at..name_end],
-                &self.bytes[name_end..value_end],
-                kind,
-            );
-            at = value_end;
-            field
-        })
-    }
-}
-
 /// The app's fields, checked as the Python workers check them (a bad one
 /// raises in start_response, where the app can see it); kept as given, for
 /// whichever writer frames the response: `http1_codec`'s head builder on HTTP/1.1,
@@ -98,13 +68,8 @@ impl AppHead {
 fn checked_head(
     status_line: &[u8],
     headers: &Bound<'_, PyAny>,
-) -> PyResult<(AppHead, Option<u64>)> {
-    let mut head = AppHead {
-        bytes: Vec::with_capacity(status_line.len() + 64),
-        status_end: status_line.len(),
-        ends: Vec::with_capacity(4),
-    };
-    head.bytes.extend_from_slice(status_line);
+) -> PyResult<(AppFields, Option<u64>)> {
+    let mut head = AppFields::new(status_line, 4);
     let mut length = None;
     for_each_wsgi_field(headers, |name, value| {
         let invalid =
@@ -116,10 +81,7 @@ fn checked_head(
             }
             length = Some(n);
         }
-        head.bytes.extend_from_slice(name);
-        let name_end = head.bytes.len();
-        head.bytes.extend_from_slice(value);
-        head.ends.push((name_end, head.bytes.len(), kind));
+        head.push(name, value, kind);
         Ok(())
     })?;
     Ok((head, length))
@@ -128,7 +90,8 @@ fn checked_head(
 impl StartResponse {
     /// The fields in hyper's map (`server::app_fields`).
     pub fn header_map(&self) -> PyResult<HeaderMap> {
-        crate::server::app_fields::header_map(self.code, self.head.fields())
+        self.head
+            .header_map(self.code)
             .map_err(PyValueError::new_err)
     }
 }
