@@ -245,6 +245,38 @@ def test_invalid_header_value_is_refused_to_the_app(rsgi):
     assert httpx.get(url(server, "/bad-header")).text == "refused"
 
 
+@pytest.mark.parametrize(
+    ("n", "reason"),
+    [
+        (0, "conflicting Content-Length"),
+        (1, "invalid value for header x-control"),
+        (2, "invalid header name"),
+        (3, "invalid Content-Length"),
+    ],
+)
+def test_fields_no_protocol_could_send_are_refused_to_the_app(rsgi, n, reason):
+    server = rsgi()
+    text = httpx.get(url(server, "/refused-fields"), params={"n": n}).text
+    assert text.startswith("refused: ") and reason in text
+
+
+def test_framing_fields_of_the_app_are_the_servers(rsgi):
+    """One Content-Length, no Transfer-Encoding from the app, and its
+    `Connection: close` ends the connection after the response."""
+    server = rsgi()
+    with server.connect(5.0) as sock:
+        sock.sendall(b"GET /framing-fields HTTP/1.1\r\nHost: t\r\n\r\n")
+        response = read_until_closed(sock)
+    head, _, body = response.partition(b"\r\n\r\n")
+    lines = head.lower().split(b"\r\n")
+    assert lines[0].startswith(b"http/1.1 200 ")
+    assert b"x-mixed-case: v" in lines
+    assert lines.count(b"content-length: 2") == 1
+    assert not any(line.startswith(b"transfer-encoding") for line in lines)
+    assert b"connection: close" in lines
+    assert body == b"ok"
+
+
 def test_keep_alive_and_pipelining(rsgi):
     server = rsgi()
     request = b"GET /empty HTTP/1.1\r\nHost: t\r\n\r\n"

@@ -196,8 +196,36 @@ async def bad_header(scope, proto):
         proto.response_str(200, [], "refused")
 
 
+async def refused_fields(scope, proto):
+    """Each field list the server must refuse to the app, by the query's `n`."""
+    lists = [
+        [("content-length", "2"), ("Content-Length", "3")],
+        [("x-control", "a\x01b")],
+        [("x bad", "v")],
+        [("content-length", "two")],
+    ]
+    try:
+        proto.response_str(200, lists[int(params(scope)["n"])], "ok")
+    except ValueError as err:
+        proto.response_str(200, [], f"refused: {err}")
+
+
+async def framing_fields(scope, proto):
+    """Fields a server frames itself, beside the app's own."""
+    headers = [
+        ("X-Mixed-Case", "v"),
+        ("content-length", "2"),
+        ("Content-Length", "2"),
+        ("transfer-encoding", "chunked"),
+        ("connection", "keep-alive, close"),
+    ]
+    proto.response_bytes(200, headers, b"ok")
+
+
 ROUTES = {
     "/scope": scope_view,
+    "/refused-fields": refused_fields,
+    "/framing-fields": framing_fields,
     "/echo": echo,
     "/stream-in": stream_in,
     "/stream-out": stream_out,

@@ -10,8 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use crate::server::Incoming;
 use bytes::Bytes;
 use hyper::body::Body;
-use hyper::header::{HeaderName, HeaderValue};
-use hyper::{HeaderMap, StatusCode};
+use hyper::StatusCode;
 use pyo3::exceptions::{PyStopAsyncIteration, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
@@ -20,8 +19,11 @@ use tokio::sync::mpsc;
 use super::errors::{RSGIProtocolClosed, RSGIProtocolError};
 use super::transport::{HTTPStreamTransport, StreamSlot, STREAM_DEPTH};
 use crate::bridge::{Finish, LoopCtx, Outcome};
+use crate::http1_codec::{check_field, AppField};
+use crate::server::app_fields::{valid_value, AppFields};
 use crate::server::{
-    BodyRead, BodyStream, Exchange, ExchangeBody, ExchangeHead, Reply, ReplySlot, Tracker,
+    BodyRead, BodyStream, Exchange, ExchangeBody, ExchangeHead, Reply, ReplyFields, ReplySlot,
+    Tracker,
 };
 
 enum BodyState {
@@ -155,17 +157,34 @@ fn status_code(status: u16) -> PyResult<StatusCode> {
         .ok_or_else(|| PyValueError::new_err(crate::py::response::final_status_error(status)))
 }
 
-fn header_map(headers: &Bound<'_, PyAny>) -> PyResult<HeaderMap> {
-    let mut map = HeaderMap::new();
+/// The app's fields, each checked here, where a bad one raises in the app:
+/// `http1_codec`'s rule (a token, no CR, LF or NUL, a Content-Length that
+/// is a number and agrees with any other), and no byte hyper's map would
+/// refuse, so that every protocol takes the same fields.
+fn app_fields(headers: &Bound<'_, PyAny>) -> PyResult<ReplyFields> {
+    let mut fields = AppFields::new(b"", headers.len().unwrap_or(4));
+    let mut length = None;
     for item in headers.try_iter()? {
         let (name, value): (Bound<'_, PyString>, Bound<'_, PyString>) = item?.extract()?;
-        let name = HeaderName::from_bytes(name.to_str()?.as_bytes())
-            .map_err(|_| PyValueError::new_err(format!("invalid header name {name}")))?;
-        let value = HeaderValue::from_str(value.to_str()?)
-            .map_err(|_| PyValueError::new_err(format!("invalid value for header {name}")))?;
-        map.append(name, value);
+        let (n, v) = (name.to_str()?.as_bytes(), value.to_str()?.as_bytes());
+        let kind = match check_field(n, v) {
+            Ok(kind) if valid_value(v) => kind,
+            Ok(_) => {
+                return Err(PyValueError::new_err(format!(
+                    "invalid value for header {name}"
+                )))
+            }
+            Err(e) => return Err(PyValueError::new_err(format!("{e}: {name}"))),
+        };
+        if let AppField::ContentLength(n) = kind {
+            if length.is_some_and(|prev| prev != n) {
+                return Err(PyValueError::new_err("conflicting Content-Length headers"));
+            }
+            length = Some(n);
+        }
+        fields.push_lower(n, v, kind);
     }
-    Ok(map)
+    Ok(ReplyFields::App(fields))
 }
 
 #[pymethods]
@@ -259,7 +278,7 @@ impl HTTPProtocol {
     fn response_empty(&self, status: u16, headers: &Bound<'_, PyAny>) -> PyResult<()> {
         let reply = Reply::Full {
             status: status_code(status)?,
-            headers: header_map(headers)?.into(),
+            headers: app_fields(headers)?,
             body: Bytes::new(),
         };
         self.send(status, headers, reply, 0);
@@ -274,7 +293,7 @@ impl HTTPProtocol {
     ) -> PyResult<()> {
         let reply = Reply::Full {
             status: status_code(status)?,
-            headers: header_map(headers)?.into(),
+            headers: app_fields(headers)?,
             body: Bytes::copy_from_slice(body.to_str()?.as_bytes()),
         };
         let len = reply_len(&reply);
@@ -290,7 +309,7 @@ impl HTTPProtocol {
     ) -> PyResult<()> {
         let reply = Reply::Full {
             status: status_code(status)?,
-            headers: header_map(headers)?.into(),
+            headers: app_fields(headers)?,
             body: crate::py::body_bytes::body_bytes(body),
         };
         let len = reply_len(&reply);
@@ -307,7 +326,7 @@ impl HTTPProtocol {
         let len = self.file_len(&file, None);
         let reply = Reply::File {
             status: status_code(status)?,
-            headers: header_map(headers)?.into(),
+            headers: app_fields(headers)?,
             path: file,
             range: None,
         };
@@ -330,7 +349,7 @@ impl HTTPProtocol {
         let len = self.file_len(&file, Some((start, end)));
         let reply = Reply::File {
             status: status_code(status)?,
-            headers: header_map(headers)?.into(),
+            headers: app_fields(headers)?,
             path: file,
             range: Some((start, end)),
         };
@@ -346,7 +365,7 @@ impl HTTPProtocol {
         let (tx, rx) = mpsc::channel(STREAM_DEPTH);
         let reply = Reply::Stream {
             status: status_code(status)?,
-            headers: header_map(headers)?.into(),
+            headers: app_fields(headers)?,
             chunks: rx,
             trailers: None,
         };
