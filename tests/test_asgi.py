@@ -268,6 +268,7 @@ def test_framing_fields_of_the_app_are_the_servers(asgi):
         ("/bad-event", "Expected ASGI message 'http.response.start'"),
         ("/str-body", "must be bytes"),
         ("/bad-header", "CR, LF or NUL"),
+        ("/two-lengths", "conflicting Content-Length"),
     ],
 )
 def test_app_errors_before_the_head_are_500_and_logged(asgi, path, logged):

@@ -165,6 +165,12 @@ async def bad_header(scope, receive, send, query):
     await send({"type": "http.response.body", "body": b"never"})
 
 
+async def two_lengths(scope, receive, send, query):
+    headers = [(b"content-length", b"2"), (b"content-length", b"3")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
 async def framing_fields(scope, receive, send, query):
     """Fields a server frames itself, beside the app's own."""
     headers = [
@@ -303,6 +309,7 @@ ROUTES = {
     "/str-body": str_body,
     "/bad-header": bad_header,
     "/framing-fields": framing_fields,
+    "/two-lengths": two_lengths,
     "/status": status,
     "/disconnect": disconnect,
     "/after-response": after_response,

@@ -99,7 +99,15 @@ fn start(message: &Bound<'_, PyAny>) -> PyResult<Sent> {
         .and_then(crate::py::response::final_status)
         .ok_or_else(|| PyValueError::new_err(crate::py::response::final_status_error(status)))?;
     let mut headers = AppFields::new(b"", 4);
+    let mut length = None;
     for_each_field(message, |name, value, kind| {
+        // As the asgi worker's head builder: two lengths must agree.
+        if let AppField::ContentLength(n) = kind {
+            if length.is_some_and(|prev| prev != n) {
+                return Err(invalid_field(name, "conflicting Content-Length headers"));
+            }
+            length = Some(n);
+        }
         headers.push_lower(name, value, kind);
         Ok(())
     })?;
