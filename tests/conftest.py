@@ -189,6 +189,20 @@ def read_until_closed(sock: socket.socket) -> bytes:
     return b"".join(chunks)
 
 
+def assert_framed_by_the_server(response: bytes) -> None:
+    """The answer of an app's `/framing-fields` route (asgi_apps, rsgi_apps):
+    one Content-Length, no Transfer-Encoding from the app, its own field
+    kept, and its `Connection: close` honoured."""
+    head, _, body = response.partition(b"\r\n\r\n")
+    lines = head.lower().split(b"\r\n")
+    assert lines[0].startswith(b"http/1.1 200 ")
+    assert b"x-mixed-case: v" in lines
+    assert lines.count(b"content-length: 2") == 1
+    assert not any(line.startswith(b"transfer-encoding") for line in lines)
+    assert b"connection: close" in lines
+    assert body == b"ok"
+
+
 def answers_until_closed(server, heads: list[bytes], timeout: float = 20) -> list[bytes]:
     """Each request on a connection of its own, all sent before any is read;
     what each connection got until the server closed it."""

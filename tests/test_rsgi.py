@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import read_until_closed, wait_until, websocket_upgrade
+from conftest import assert_framed_by_the_server, read_until_closed, wait_until, websocket_upgrade
 
 
 def url(server, path: str) -> str:
@@ -267,14 +267,7 @@ def test_framing_fields_of_the_app_are_the_servers(rsgi):
     with server.connect(5.0) as sock:
         sock.sendall(b"GET /framing-fields HTTP/1.1\r\nHost: t\r\n\r\n")
         response = read_until_closed(sock)
-    head, _, body = response.partition(b"\r\n\r\n")
-    lines = head.lower().split(b"\r\n")
-    assert lines[0].startswith(b"http/1.1 200 ")
-    assert b"x-mixed-case: v" in lines
-    assert lines.count(b"content-length: 2") == 1
-    assert not any(line.startswith(b"transfer-encoding") for line in lines)
-    assert b"connection: close" in lines
-    assert body == b"ok"
+    assert_framed_by_the_server(response)
 
 
 def test_keep_alive_and_pipelining(rsgi):
