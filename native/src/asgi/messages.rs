@@ -99,17 +99,11 @@ fn start(message: &Bound<'_, PyAny>) -> PyResult<Sent> {
         .and_then(crate::py::response::final_status)
         .ok_or_else(|| PyValueError::new_err(crate::py::response::final_status_error(status)))?;
     let mut headers = AppFields::new(b"", 4);
-    let mut length = None;
-    for_each_field(message, |name, value, kind| {
-        // As the asgi worker's head builder: two lengths must agree.
-        if let AppField::ContentLength(n) = kind {
-            if length.is_some_and(|prev| prev != n) {
-                return Err(invalid_field(name, "conflicting Content-Length headers"));
-            }
-            length = Some(n);
-        }
-        headers.push_lower(name, value, kind);
-        Ok(())
+    for_each_pair(message, |name, value| {
+        headers
+            .push_checked(name, value, true)
+            .map_err(|e| invalid_field(name, e))?;
+        valid(name, value)
     })?;
     Ok(Sent::Start {
         status,
@@ -118,26 +112,28 @@ fn start(message: &Bound<'_, PyAny>) -> PyResult<Sent> {
     })
 }
 
-/// Each of the message's `headers`, checked as a response field: what
-/// `http1_codec` refuses, or hyper's map would not hold (a control byte),
-/// raises in the app, on every protocol alike.
-fn for_each_field(
+/// Each of the message's `headers`, a (name, value) pair of byte strings.
+fn for_each_pair(
     message: &Bound<'_, PyAny>,
-    mut f: impl FnMut(&[u8], &[u8], AppField) -> PyResult<()>,
+    mut f: impl FnMut(&[u8], &[u8]) -> PyResult<()>,
 ) -> PyResult<()> {
     let Some(headers) = optional(message, intern!(message.py(), "headers"))? else {
         return Ok(());
     };
     for item in headers.try_iter()? {
-        with_pair(&item?, |name, value| {
-            let kind = check_field(name, value).map_err(|e| invalid_field(name, e))?;
-            if !app_fields::valid_value(value) {
-                return Err(invalid_field(name, "invalid header value"));
-            }
-            f(name, value, kind)
-        })?;
+        with_pair(&item?, &mut f)?;
     }
     Ok(())
+}
+
+/// What hyper's map would not hold (a control byte) raises in the app, so
+/// that every protocol takes the same fields.
+fn valid(name: &[u8], value: &[u8]) -> PyResult<()> {
+    if app_fields::valid_value(value) {
+        Ok(())
+    } else {
+        Err(invalid_field(name, "invalid header value"))
+    }
 }
 
 fn invalid_field(name: &[u8], e: impl std::fmt::Display) -> PyErr {
@@ -151,7 +147,9 @@ fn invalid_field(name: &[u8], e: impl std::fmt::Display) -> PyErr {
 /// and connection fields, RFC 9110 6.5.1).
 fn trailer_fields(message: &Bound<'_, PyAny>) -> PyResult<HeaderMap> {
     let mut map = HeaderMap::new();
-    for_each_field(message, |name, value, kind| {
+    for_each_pair(message, |name, value| {
+        let kind = check_field(name, value).map_err(|e| invalid_field(name, e))?;
+        valid(name, value)?;
         if !matches!(kind, AppField::Other | AppField::Date | AppField::Server) {
             return Ok(());
         }

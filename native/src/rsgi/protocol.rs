@@ -19,7 +19,6 @@ use tokio::sync::mpsc;
 use super::errors::{RSGIProtocolClosed, RSGIProtocolError};
 use super::transport::{HTTPStreamTransport, StreamSlot, STREAM_DEPTH};
 use crate::bridge::{Finish, LoopCtx, Outcome};
-use crate::http1_codec::{check_field, AppField};
 use crate::server::app_fields::{valid_value, AppFields};
 use crate::server::{
     BodyRead, BodyStream, Exchange, ExchangeBody, ExchangeHead, Reply, ReplyFields, ReplySlot,
@@ -163,26 +162,16 @@ fn status_code(status: u16) -> PyResult<StatusCode> {
 /// refuse, so that every protocol takes the same fields.
 fn app_fields(headers: &Bound<'_, PyAny>) -> PyResult<ReplyFields> {
     let mut fields = AppFields::new(b"", headers.len().unwrap_or(4));
-    let mut length = None;
     for item in headers.try_iter()? {
         let (name, value): (Bound<'_, PyString>, Bound<'_, PyString>) = item?.extract()?;
         let (n, v) = (name.to_str()?.as_bytes(), value.to_str()?.as_bytes());
-        let kind = match check_field(n, v) {
-            Ok(kind) if valid_value(v) => kind,
-            Ok(_) => {
-                return Err(PyValueError::new_err(format!(
-                    "invalid value for header {name}"
-                )))
-            }
-            Err(e) => return Err(PyValueError::new_err(format!("{e}: {name}"))),
-        };
-        if let AppField::ContentLength(n) = kind {
-            if length.is_some_and(|prev| prev != n) {
-                return Err(PyValueError::new_err("conflicting Content-Length headers"));
-            }
-            length = Some(n);
+        fields
+            .push_checked(n, v, true)
+            .map_err(|e| PyValueError::new_err(format!("{e}: {name}")))?;
+        if !valid_value(v) {
+            let text = format!("invalid value for header {name}");
+            return Err(PyValueError::new_err(text));
         }
-        fields.push_lower(n, v, kind);
     }
     Ok(ReplyFields::App(fields))
 }

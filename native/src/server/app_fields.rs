@@ -8,7 +8,7 @@
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::HeaderMap;
 
-use crate::http1_codec::AppField;
+use crate::http1_codec::{check_field, AppField};
 
 /// A status line (WSGI's, as the app wrote it; empty for ASGI, whose status
 /// is a number) and the fields, in one buffer: two allocations a response,
@@ -21,6 +21,8 @@ pub struct AppFields {
     /// Per field: where its name and its value end in `bytes` (each starts
     /// where the one before ended), and what it means to the server.
     ends: Vec<(usize, usize, AppField)>,
+    /// The Content-Length the app gave, once checked by `push_checked`.
+    length: Option<u64>,
 }
 
 impl AppFields {
@@ -31,11 +33,42 @@ impl AppFields {
             bytes,
             status_end: status_line.len(),
             ends: Vec::with_capacity(fields),
+            length: None,
         }
     }
 
     pub fn status_line(&self) -> &[u8] {
         &self.bytes[..self.status_end]
+    }
+
+    /// A field of the app's, checked as every adapter checks one (a bad one
+    /// raises in the app): `check_field`'s rule, and a Content-Length that
+    /// agrees with any before it. Kept with its name as given, or
+    /// lower-cased (`push_lower`).
+    pub fn push_checked(
+        &mut self,
+        name: &[u8],
+        value: &[u8],
+        lower: bool,
+    ) -> Result<AppField, &'static str> {
+        let kind = check_field(name, value)?;
+        if let AppField::ContentLength(n) = kind {
+            if self.length.is_some_and(|prev| prev != n) {
+                return Err("conflicting Content-Length headers");
+            }
+            self.length = Some(n);
+        }
+        if lower {
+            self.push_lower(name, value, kind);
+        } else {
+            self.push(name, value, kind);
+        }
+        Ok(kind)
+    }
+
+    /// The app's Content-Length, from the fields `push_checked` took.
+    pub fn length(&self) -> Option<u64> {
+        self.length
     }
 
     /// A field `h1::check_field` passed as `kind`, its name as given.
@@ -142,7 +175,6 @@ pub fn header_map<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http1_codec::check_field;
 
     fn fields(pairs: &[(&str, &str)]) -> AppFields {
         let mut f = AppFields::new(b"", pairs.len());
@@ -184,6 +216,17 @@ mod tests {
         assert_eq!(map.len(), 4);
         assert_eq!(map["content-length"], "4");
         assert_eq!(map["connection"], "close");
+    }
+
+    #[test]
+    fn two_lengths_must_agree() {
+        let mut f = AppFields::new(b"", 2);
+        assert!(f.push_checked(b"Content-Length", b"2", true).is_ok());
+        assert!(f.push_checked(b"content-length", b"2", true).is_ok());
+        assert_eq!(f.length(), Some(2));
+        let err = f.push_checked(b"content-length", b"3", true).unwrap_err();
+        assert_eq!(err, "conflicting Content-Length headers");
+        assert!(f.push_checked(b"bad name", b"v", true).is_err());
     }
 
     #[test]

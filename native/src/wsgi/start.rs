@@ -10,7 +10,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyString};
 
-use crate::http1_codec::{check_field, parse_status, AppField};
+use crate::http1_codec::parse_status;
 use crate::py::response::{for_each_wsgi_field, start_response_rules};
 use crate::py::text::latin1_bytes;
 use crate::server::app_fields::AppFields;
@@ -70,20 +70,12 @@ fn checked_head(
     headers: &Bound<'_, PyAny>,
 ) -> PyResult<(AppFields, Option<u64>)> {
     let mut head = AppFields::new(status_line, 4);
-    let mut length = None;
     for_each_wsgi_field(headers, |name, value| {
-        let invalid =
-            |e: &str| PyValueError::new_err(format!("{e}: {:?}", String::from_utf8_lossy(name)));
-        let kind = check_field(name, value).map_err(invalid)?;
-        if let AppField::ContentLength(n) = kind {
-            if length.is_some_and(|prev| prev != n) {
-                return Err(invalid("conflicting Content-Length headers"));
-            }
-            length = Some(n);
-        }
-        head.push(name, value, kind);
-        Ok(())
+        head.push_checked(name, value, false)
+            .map(|_| ())
+            .map_err(|e| PyValueError::new_err(format!("{e}: {:?}", String::from_utf8_lossy(name))))
     })?;
+    let length = head.length();
     Ok((head, length))
 }
 
