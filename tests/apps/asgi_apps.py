@@ -285,6 +285,7 @@ async def task(scope, receive, send, query):
     seen = {
         "task": current is not None,
         "repr": repr(current),
+        "name": current.get_name() if current is not None else None,
         "stack": len(current.get_stack()) if current is not None else 0,
         "before": before,
         "after": _REQUEST_VAR.get(),
