@@ -290,6 +290,15 @@ def test_the_app_runs_in_a_task_of_its_own(asgi):
             assert seen["name"].startswith("Task-")
 
 
+def test_messages_that_are_mappings_but_not_dicts_are_sent(asgi):
+    server = asgi()
+    response = httpx.get(url(server, "/mapping-messages"))
+    assert response.status_code == 201
+    assert response.headers["x-kind"] == "view"
+    assert response.headers["transfer-encoding"] == "chunked"
+    assert response.content == b"read-only views"
+
+
 @pytest.mark.parametrize(
     ("path", "logged"),
     [("/raise-after", "boom after start"), ("/incomplete", "without completing its response")],

@@ -1,26 +1,29 @@
 """One ASGI HTTP request: the app call, its ``receive`` and its ``send``.
 
-``send`` is a small state machine over the response (the states are sentinel
-classes, as in h11): the head is held back until the first body message, so
-a response whose whole body comes in one message goes out in one write with a
-Content-Length, and a streamed one gets chunked framing. Every message an app
-may send is checked; a wrong one raises RuntimeError in the app (and is
-logged with the request line), never leaves the client hanging.
+``send`` is a small state machine over the response (``AsgiResponseState``):
+the head is held back until the first body message, so a response whose
+whole body comes in one message goes out in one write with a Content-Length,
+and a streamed one gets chunked framing. Every message an app may send is
+checked; a wrong one raises RuntimeError in the app (and is logged with the
+request line), never leaves the client hanging.
+
+The cycle's state and ``send`` for the response's start and body messages
+are native (``_native.AsgiCycle``, the base class): those steps ran for
+every request. This subclass holds the rest: the request body and
+``receive``, the rarer messages (early hints, pathsend, trailers), the app
+call and what is logged.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 from time import monotonic, perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from supervise._native import ChunkedDecoder, ParseError, asgi_response_head
+from supervise._native import AsgiCycle, ParseError
+from supervise._native import AsgiResponseState as State
 from supervise.http.errors import ClientDisconnected, error_response
-
-if TYPE_CHECKING:
-    from supervise.http.asgi_http import HttpProtocol
 
 # Request body buffered for the app past which reading pauses.
 BODY_HIGH_WATER = 256 * 1024
@@ -28,96 +31,14 @@ BODY_HIGH_WATER = 256 * 1024
 FILE_CHUNK = 256 * 1024
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-_LAST_CHUNK = b"0\r\n\r\n"
 _DISCONNECT = {"type": "http.disconnect"}
 
 
-class _NotStarted:
-    """No http.response.start yet."""
+class RequestCycle(AsgiCycle):
+    """The exchange of one request: body in, response out. Built as
+    ``RequestCycle(proto, req, scope)``; the fields are the base class's."""
 
-
-class _Started:
-    """http.response.start received; the head waits for the first body message."""
-
-
-class _Streaming:
-    """The head is sent; more body may follow."""
-
-
-class _Trailers:
-    """The body is complete; the app announced trailers and they are still to come."""
-
-
-class _Complete:
-    """The response is fully written."""
-
-
-# Bodies up to this size go out joined to their head (one small copy, one
-# write); larger ones beside it.
-_JOIN_UP_TO = 64 * 1024
-
-
-class RequestCycle:
-    """The exchange of one request: body in, response out."""
-
-    __slots__ = (
-        "_chunked",
-        "_decoder",
-        "_headers",
-        "_length",
-        "_remaining",
-        "_sent",
-        "_status",
-        "_trailer_fields",
-        "_waiter",
-        "body",
-        "body_delivered",
-        "body_pending",
-        "body_size",
-        "continue_sent",
-        "gone",
-        "is_head",
-        "keep_alive",
-        "last_read",
-        "proto",
-        "req",
-        "response",
-        "scope",
-        "trailers",
-    )
-
-    def __init__(self, proto: HttpProtocol, req: Any, scope: dict[str, Any]) -> None:
-        self.proto = proto
-        self.req = req
-        self.scope = scope
-        self.keep_alive = req.keep_alive and proto.ctx.keepalive > 0
-        self.is_head = req.method == "HEAD"
-        self.response: type = _NotStarted
-        self.gone = False  # the client disconnected
-        self._waiter: asyncio.Future[None] | None = None
-        # Request body: what arrived and the app has not taken yet.
-        self.body: list[bytes] = []
-        self.body_size = 0
-        self.body_delivered = False  # the app got the last http.request message
-        self.continue_sent = not req.expect_continue
-        self._decoder: Any = None
-        if req.chunked:
-            self._decoder = ChunkedDecoder(proto.ctx.limit_body)
-            self.body_pending = True
-            self._remaining = 0
-        else:
-            self._remaining = remaining = req.content_length or 0
-            self.body_pending = remaining > 0
-        # Read only while a body is pending (the sweep's body_timeout).
-        self.last_read = monotonic() if self.body_pending else 0.0
-        # Response.
-        self._status = 0
-        self._headers: Any = ()
-        self._trailer_fields: list[Any] | None = None  # made by the first trailers message
-        self.trailers = False
-        self._chunked = False
-        self._length = -1  # the Content-Length being sent, -1 when none
-        self._sent = 0
+    __slots__ = ()
 
     # -- the request body, from the protocol -------------------------------------------
     def feed_body(self, data: bytes) -> bytes:
@@ -152,8 +73,8 @@ class RequestCycle:
 
     def _bad_body(self, status: int, reason: str) -> None:
         self.body_pending = False
-        if self.response is _NotStarted:
-            self.response = _Complete
+        if self.response == State.NOT_STARTED:
+            self.response = State.COMPLETE
             self.proto.transport.write(error_response(status, reason))
         self.proto.close()
         self.disconnected()
@@ -182,10 +103,10 @@ class RequestCycle:
     async def receive(self) -> dict[str, Any]:
         if self.body_delivered:
             # Nothing more will come but the end of the exchange.
-            while not self.gone and self.response is not _Complete:
+            while not self.gone and self.response != State.COMPLETE:
                 await self._wait()
             return _DISCONNECT
-        if self.gone or self.response is _Complete:
+        if self.gone or self.response == State.COMPLETE:
             return _DISCONNECT
         if not self.body and self.body_pending:
             if not self.continue_sent:
@@ -210,118 +131,39 @@ class RequestCycle:
             self._waiter = self.proto.ctx.loop.create_future()
         await self._waiter
 
-    # -- the app's send -----------------------------------------------------------------
-    async def send(self, message: dict[str, Any]) -> None:
+    # -- the app's send (the start and body messages: AsgiCycle.send) --------------------
+    async def _send_slow(self, message: dict[str, Any]) -> None:
+        """``send`` for what the native one does not take: any message after
+        the client left, a message that is not a dict, and every message but
+        the response's start and body in their order."""
         kind = message["type"]
         if self.gone:
             raise ClientDisconnected(f"the client went away ({kind} not sent)")
-        state = self.response
-        # The two messages of nearly every response first, each in one test.
-        if kind == "http.response.body" and (state is _Started or state is _Streaming):
-            self._body(message)
-        elif kind == "http.response.start" and state is _NotStarted:
-            self._start(message)
-        else:
-            await self._rare(kind, state, message)
+        if type(message) is not dict and kind in ("http.response.start", "http.response.body"):
+            await self.send(dict(message))
+            return
+        await self._rare(kind, self.response, message)
         if self.proto.write_paused and not self.gone:
             await self.proto.drain()
 
-    async def _rare(self, kind: str, state: type, message: dict[str, Any]) -> None:
+    async def _rare(self, kind: str, state: State, message: dict[str, Any]) -> None:
         """Every other message, and every message out of order."""
-        if state is _NotStarted:
+        if state == State.NOT_STARTED:
             if kind == "http.response.early_hint":
                 self._early_hint(message)
             else:
                 raise RuntimeError(f"Expected ASGI message 'http.response.start', got {kind!r}")
-        elif state is _Started or state is _Streaming:
-            if kind == "http.response.pathsend" and state is _Started:
+        elif state == State.STARTED or state == State.STREAMING:
+            if kind == "http.response.pathsend" and state == State.STARTED:
                 await self._pathsend(message)
             else:
                 raise RuntimeError(f"Expected ASGI message 'http.response.body', got {kind!r}")
-        elif state is _Trailers:
+        elif state == State.TRAILERS:
             if kind != "http.response.trailers":
                 raise RuntimeError(f"Expected ASGI message 'http.response.trailers', got {kind!r}")
             self._trailers(message)
         else:
             raise RuntimeError(f"ASGI message {kind!r} sent after the response was complete")
-
-    def _start(self, message: dict[str, Any]) -> None:
-        status = message["status"]
-        if type(status) is not int:
-            raise TypeError(f"http.response.start 'status' must be an int, not {status!r}")
-        self._status = status
-        headers = message.get("headers", ())
-        # Kept for the access log: an iterator would be used up by the head.
-        self._headers = headers if type(headers) in (list, tuple) else list(headers)
-        if "trailers" in message:
-            self.trailers = bool(message["trailers"])
-        self.response = _Started
-
-    def _head(self, body_length: int) -> bytes:
-        keep_alive = self.keep_alive and not self.proto.ctx.state.stopping
-        head, length, chunked, keep_alive = asgi_response_head(
-            self._status,
-            self._headers,
-            self.req.http_version,
-            keep_alive,
-            self.is_head,
-            body_length,
-        )
-        self.keep_alive = keep_alive
-        self._length = length
-        self._chunked = chunked
-        return head
-
-    def _body(self, message: dict[str, Any]) -> None:
-        body = message.get("body", b"")
-        if type(body) is not bytes:
-            if not isinstance(body, (bytearray, memoryview)):
-                raise TypeError(f"http.response.body 'body' must be bytes, not {type(body)}")
-            body = bytes(body)
-        more = message.get("more_body", False)
-        transport = self.proto.transport
-        if self.response is _Started:
-            # Announced trailers need chunked framing, even for a body in one message.
-            head = self._head(-1 if more or self.trailers else len(body))
-            self.response = _Streaming
-            if body and self._length > 0:
-                # The usual response: head and whole body in one write. A large
-                # body is not copied behind its head: what the socket does not
-                # take at once stays the app's own object, not a second copy
-                # per slow reader.
-                size = len(body)
-                if size > self._length:
-                    raise RuntimeError("Response content longer than its Content-Length")
-                self._sent = size  # the first body bytes
-                if size <= _JOIN_UP_TO:
-                    transport.write(head + body)
-                else:
-                    transport.writelines((head, body))
-                if not more and not self.trailers:
-                    self._finish()  # nothing more to frame: no last chunk, no trailers
-                    return
-                body = b""
-            else:
-                transport.write(head)
-        if body and self._length != 0:
-            self._count(len(body))
-            transport.write(b"%x\r\n%b\r\n" % (len(body), body) if self._chunked else body)
-        if not more:
-            self._body_done()
-
-    def _count(self, size: int) -> None:
-        self._sent += size
-        if self._length >= 0 and self._sent > self._length:
-            raise RuntimeError("Response content longer than its Content-Length")
-
-    def _body_done(self) -> None:
-        if self.trailers:
-            # They come whatever the framing; only a chunked body can carry them.
-            self.response = _Trailers
-            return
-        if self._chunked:
-            self.proto.transport.write(_LAST_CHUNK)
-        self._finish()
 
     def _trailers(self, message: dict[str, Any]) -> None:
         # Gathered until the last message: the trailer section is written once.
@@ -335,21 +177,14 @@ class RequestCycle:
             self.proto.transport.write(b"0\r\n" + fields + b"\r\n")
         self._finish()
 
-    def _finish(self) -> None:
-        self.response = _Complete
-        keep_alive = self.keep_alive
-        if 0 < self._length != self._sent and not self.is_head:
-            # Fewer bytes than announced: the client would wait for the rest.
-            self.proto.ctx.log.error(
-                "Response to %s shorter than its Content-Length (%d of %d bytes)",
-                request_line(self.req),
-                self._sent,
-                self._length,
-            )
-            keep_alive = False
-        if self._waiter is not None:
-            self._wake()
-        self.proto.response_complete(self, keep_alive=keep_alive)
+    def _log_short_body(self) -> None:
+        """The app sent fewer bytes than its Content-Length (the connection closes)."""
+        self.proto.ctx.log.error(
+            "Response to %s shorter than its Content-Length (%d of %d bytes)",
+            request_line(self.req),
+            self._sent,
+            self._length,
+        )
 
     def _early_hint(self, message: dict[str, Any]) -> None:
         if self.req.http_version != "1.1":
@@ -362,7 +197,7 @@ class RequestCycle:
         with open(path, "rb") as file:
             size = os.fstat(file.fileno()).st_size
             head = self._head(size)
-            self.response = _Streaming
+            self.response = State.STREAMING
             transport = self.proto.transport
             transport.write(head)
             count = size if self._length < 0 else min(size, self._length)
@@ -411,7 +246,7 @@ class RequestCycle:
                 fields.append((b"content-length", str(length).encode()))
                 await send({"type": "http.response.start", "status": status, "headers": fields})
                 head = self._head(length)
-                self.response = _Streaming
+                self.response = State.STREAMING
                 self.proto.transport.write(head)
                 count = length if self._length < 0 else min(length, self._length)
                 if self._length != 0 and count:
@@ -435,7 +270,7 @@ class RequestCycle:
                 ctx.log.exception("Error handling request %s", request_line(self.req))
             self._failed()
         else:
-            if self.response is not _Complete and not self.gone:
+            if self.response != State.COMPLETE and not self.gone:
                 self._unfinished()
         finally:
             ctx.in_flight -= 1
@@ -445,7 +280,7 @@ class RequestCycle:
 
     def _unfinished(self) -> None:
         """The app returned before its response was complete."""
-        what = "starting a" if self.response is _NotStarted else "completing its"
+        what = "starting a" if self.response == State.NOT_STARTED else "completing its"
         self.proto.ctx.log.error(
             "ASGI app returned without %s response to %s", what, request_line(self.req)
         )
@@ -456,24 +291,24 @@ class RequestCycle:
         ctx = self.proto.ctx
         record = ctx.record
         if record is not None:
-            status = self._status or (500 if self.response is _Complete else 0)
+            status = self._status or (500 if self.response == State.COMPLETE else 0)
             record(status, seconds, self._sent)
         if ctx.access_log:
             self._log_access(seconds)
 
     def _final_status(self) -> int | None:
         """The status the client got: a 500 sent for a failed app when none was started."""
-        return self._status or (500 if self.response is _Complete else None)
+        return self._status or (500 if self.response == State.COMPLETE else None)
 
     def _failed(self) -> None:
         """500 when nothing was sent yet; otherwise cut the connection off."""
         if self.gone:
             return
-        if self.response is _NotStarted or self.response is _Started:
-            self.response = _Complete
+        if self.response == State.NOT_STARTED or self.response == State.STARTED:
+            self.response = State.COMPLETE
             self.proto.transport.write(error_response(500, body=not self.is_head))
         else:
-            self.response = _Complete
+            self.response = State.COMPLETE
         self.proto.close()
 
     def _log_access(self, seconds: float) -> None:

@@ -160,7 +160,7 @@ class HttpProtocol(asyncio.Protocol):
             if not self.transport.is_closing():
                 self.transport.resume_reading()
 
-    def response_complete(self, cycle: RequestCycle, *, keep_alive: bool) -> None:
+    def response_complete(self, cycle: RequestCycle, keep_alive: bool) -> None:
         """The cycle's response is fully written: close, or wait for the next request."""
         if self.cycle is not cycle:
             return

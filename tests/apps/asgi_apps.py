@@ -4,6 +4,7 @@ import asyncio
 import contextvars
 import json
 import os
+import types
 from urllib.parse import parse_qs
 
 MIB = 1024 * 1024
@@ -293,8 +294,19 @@ async def task(scope, receive, send, query):
     await _respond(send, json.dumps(seen).encode())
 
 
+async def mapping_messages(scope, receive, send, query):
+    """Messages that are mappings but not dicts (the spec asks for a dict;
+    a read-only view of one is taken all the same), a streamed body in two."""
+    view = types.MappingProxyType
+    head = {"type": "http.response.start", "status": 201, "headers": [(b"x-kind", b"view")]}
+    await send(view(head))
+    await send(view({"type": "http.response.body", "body": b"read-only ", "more_body": True}))
+    await send(view({"type": "http.response.body", "body": b"views"}))
+
+
 ROUTES = {
     "/task": task,
+    "/mapping-messages": mapping_messages,
     "/scope": scope_route,
     "/echo": echo,
     "/stream-echo": stream_echo,

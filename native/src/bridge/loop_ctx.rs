@@ -10,8 +10,8 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use super::awaitable::Ready;
 use super::queue::{Bridge, Event, Outcome};
+use crate::py::awaitable::Ready;
 
 pub struct LoopCtx {
     pub bridge: Arc<Bridge>,

@@ -2,9 +2,9 @@
 //! (RSGI, ASGI, WSGI over HTTP/2): the queue that carries requests and
 //! completions from the tokio threads to the thread running the asyncio
 //! loop, the context every request's Python objects share, the Task that
-//! runs an app's coroutine, awaitables known at once, and the proxy-header
-//! rules. The adapters (`rsgi`, `asgi`, `wsgi`) build on it; it knows none
-//! of them.
+//! runs an app's coroutine, and the proxy-header rules (the awaitables known
+//! at once are `py::awaitable`'s, which the asgi worker's cycle uses too).
+//! The adapters (`rsgi`, `asgi`, `wsgi`) build on it; it knows none of them.
 //!
 //! Rule of the bridge: tokio threads never take the GIL. They push Rust
 //! values into one queue and wake the loop through a socket pair only when
@@ -13,14 +13,13 @@
 //! need no GIL either.
 
 pub mod app_run;
-pub mod awaitable;
 pub mod forwarded;
 pub mod hyper_head;
 pub mod loop_ctx;
 pub mod queue;
 
+pub use crate::py::awaitable::done;
 pub use app_run::{AppCalls, AppRun, Finish, ProtocolObject};
-pub use awaitable::done;
 pub use forwarded::{Forwarded, Proxied};
 pub use hyper_head::{HyperHead, RequestView};
 pub use loop_ctx::{complete, LoopCtx};

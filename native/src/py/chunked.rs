@@ -18,7 +18,7 @@ pub struct ChunkedDecoder {
 impl ChunkedDecoder {
     #[new]
     #[pyo3(signature = (limit_body = 0))]
-    fn new(limit_body: u64) -> Self {
+    pub(crate) fn new(limit_body: u64) -> Self {
         ChunkedDecoder {
             inner: http1_codec::ChunkedDecoder::new(limit_body),
             out: Vec::new(),

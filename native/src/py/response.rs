@@ -103,7 +103,35 @@ pub fn asgi_response_head<'py>(
     is_head: bool,
     body_length: i64,
 ) -> PyResult<(Bound<'py, PyBytes>, i64, bool, bool)> {
-    let http11 = http_version != "1.0";
+    let head = asgi_head(
+        status,
+        headers,
+        http_version != "1.0",
+        keep_alive,
+        is_head,
+        body_length,
+    )?;
+    let (content_length, chunked) = head.framing.as_python();
+    Ok((
+        PyBytes::new(py, &head.bytes),
+        content_length,
+        chunked,
+        head.keep_alive,
+    ))
+}
+
+/// The head of an ASGI `http.response.start` (an int status and an iterable
+/// of `[name, value]` byte strings, tuples or lists as the spec allows),
+/// checked and framed: `body_length` is the whole body's size when known
+/// (a Content-Length then), -1 when it streams.
+pub(crate) fn asgi_head(
+    status: i64,
+    headers: &Bound<'_, PyAny>,
+    http11: bool,
+    keep_alive: bool,
+    is_head: bool,
+    body_length: i64,
+) -> PyResult<http1_codec::ResponseHead> {
     let code =
         final_status(status).ok_or_else(|| PyValueError::new_err(final_status_error(status)))?;
     let line = format!("{code} {}", http1_codec::reason_phrase(code));
@@ -124,27 +152,12 @@ pub fn asgi_response_head<'py>(
         };
         add_header(&mut b, name.as_bytes(), value.as_bytes())?;
     }
-    Ok(into_python(py, b, body_length))
+    Ok(b.finish_with_length(u64::try_from(body_length).ok()))
 }
 
 pub(crate) fn add_header(b: &mut ResponseHeadBuilder, name: &[u8], value: &[u8]) -> PyResult<()> {
     b.header(name, value)
         .map_err(|e| PyValueError::new_err(format!("{e}: {:?}", String::from_utf8_lossy(name))))
-}
-
-fn into_python(
-    py: Python<'_>,
-    b: ResponseHeadBuilder,
-    body_length: i64,
-) -> (Bound<'_, PyBytes>, i64, bool, bool) {
-    let head = b.finish_with_length(u64::try_from(body_length).ok());
-    let (content_length, chunked) = head.framing.as_python();
-    (
-        PyBytes::new(py, &head.bytes),
-        content_length,
-        chunked,
-        head.keep_alive,
-    )
 }
 
 /// Sets the Server header every response gets; `None` sends none.

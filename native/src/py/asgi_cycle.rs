@@ -1,0 +1,459 @@
+//! `AsgiCycle`: the state of one request of the asgi worker, and its `send`
+//! for the two messages of nearly every response (`http.response.start`,
+//! then the body). Everything else is the Python subclass's
+//! (`supervise/http/asgi_cycle.py`: the request body and `receive`, the
+//! rare messages, the app call), which reads and sets the fields exposed
+//! here. The connection stays Python: this writes to its transport and
+//! tells it when the response is complete.
+//!
+//! The response is a state machine (`ResponseState`): the head waits for the
+//! first body message, so a body that comes in one message goes out in one
+//! write with a Content-Length, and a streamed one is chunked.
+//!
+//! Why native: the cycle's constructor, `send` and the head and body steps
+//! behind it were about 330 bytecodes, six Python frames and two coroutine
+//! objects of every small request.
+
+use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyTypeError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyInt, PyList, PyMemoryView, PyString, PyTuple};
+
+use super::awaitable::done;
+use super::chunked::ChunkedDecoder;
+use super::request::Request;
+use super::response::asgi_head;
+use crate::http1_codec::Version;
+
+/// Bodies up to this size go out joined to their head (one small copy, one
+/// write); larger ones beside it, so a slow reader holds no second copy.
+const JOIN_UP_TO: usize = 64 * 1024;
+const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+
+/// Where a response is. Python compares with `==` (each read of
+/// `cycle.response` is a new object).
+#[pyclass(eq, module = "supervise._native", name = "AsgiResponseState")]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ResponseState {
+    /// No `http.response.start` yet.
+    #[pyo3(name = "NOT_STARTED")]
+    NotStarted,
+    /// Started; the head waits for the first body message.
+    #[pyo3(name = "STARTED")]
+    Started,
+    /// The head is sent; more body may follow.
+    #[pyo3(name = "STREAMING")]
+    Streaming,
+    /// The body is complete; announced trailers are still to come.
+    #[pyo3(name = "TRAILERS")]
+    Trailers,
+    /// Fully written (or given up).
+    #[pyo3(name = "COMPLETE")]
+    Complete,
+}
+
+#[pyclass(subclass, module = "supervise._native")]
+pub struct AsgiCycle {
+    #[pyo3(get)]
+    proto: Py<PyAny>,
+    #[pyo3(get)]
+    req: Py<Request>,
+    #[pyo3(get)]
+    scope: Py<PyAny>,
+    /// The connection's transport, read once.
+    transport: Py<PyAny>,
+    /// The worker's ServeState: once it is stopping, a head not yet sent
+    /// says `Connection: close`.
+    serve_state: Py<PyAny>,
+    http11: bool,
+    #[pyo3(get, set)]
+    keep_alive: bool,
+    #[pyo3(get)]
+    is_head: bool,
+    /// The client disconnected.
+    #[pyo3(get, set)]
+    gone: bool,
+    #[pyo3(get, set)]
+    response: ResponseState,
+    /// The future `receive` waits on, woken by body bytes, the client's
+    /// going and the response's end.
+    #[pyo3(get, set, name = "_waiter")]
+    waiter: Option<Py<PyAny>>,
+    /// Request body that arrived and the app has not taken yet.
+    #[pyo3(get)]
+    body: Py<PyList>,
+    #[pyo3(get, set)]
+    body_size: u64,
+    /// The app got the last `http.request` message.
+    #[pyo3(get, set)]
+    body_delivered: bool,
+    #[pyo3(get, set)]
+    body_pending: bool,
+    #[pyo3(get, set)]
+    continue_sent: bool,
+    #[pyo3(get, name = "_decoder")]
+    decoder: Option<Py<ChunkedDecoder>>,
+    /// Content-Length bytes still to come.
+    #[pyo3(get, set, name = "_remaining")]
+    remaining: u64,
+    /// When body bytes last came (the sweep's body_timeout); 0 with no body.
+    #[pyo3(get, set)]
+    last_read: f64,
+    #[pyo3(get, name = "_status")]
+    status: i64,
+    /// The app's header list, kept for the access log.
+    #[pyo3(get, name = "_headers")]
+    headers: Py<PyAny>,
+    #[pyo3(get, set, name = "_trailer_fields")]
+    trailer_fields: Option<Py<PyAny>>,
+    /// The app announced trailers.
+    #[pyo3(get, set)]
+    trailers: bool,
+    #[pyo3(get, name = "_chunked")]
+    chunked: bool,
+    /// The Content-Length being sent, -1 when none.
+    #[pyo3(get, name = "_length")]
+    length: i64,
+    /// Body bytes sent.
+    #[pyo3(get, set, name = "_sent")]
+    sent: i64,
+}
+
+/// `time.monotonic()`, the clock the worker's sweep reads.
+fn monotonic(py: Python<'_>) -> PyResult<f64> {
+    static MONOTONIC: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    MONOTONIC
+        .import(py, "time", "monotonic")?
+        .call0()?
+        .extract()
+}
+
+fn write(transport: &Bound<'_, PyAny>, data: Bound<'_, PyBytes>) -> PyResult<()> {
+    transport.call_method1(intern!(transport.py(), "write"), (data,))?;
+    Ok(())
+}
+
+fn joined<'py>(py: Python<'py>, parts: &[&[u8]]) -> PyResult<Bound<'py, PyBytes>> {
+    let size = parts.iter().map(|p| p.len()).sum();
+    PyBytes::new_with(py, size, |buf| {
+        let mut at = 0;
+        for part in parts {
+            buf[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+        Ok(())
+    })
+}
+
+/// A body message's `body`: bytes as given, a bytearray or memoryview copied.
+fn body_of<'py>(dict: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyBytes>> {
+    let py = dict.py();
+    let Some(body) = dict.get_item(intern!(py, "body"))? else {
+        return Ok(PyBytes::new(py, b""));
+    };
+    if let Ok(bytes) = body.cast::<PyBytes>() {
+        return Ok(bytes.clone());
+    }
+    if body.is_instance_of::<PyByteArray>() || body.is_instance_of::<PyMemoryView>() {
+        return Ok(py.get_type::<PyBytes>().call1((body,))?.cast_into()?);
+    }
+    Err(PyTypeError::new_err(format!(
+        "http.response.body 'body' must be bytes, not {}",
+        body.get_type().str()?
+    )))
+}
+
+fn too_long() -> PyErr {
+    PyRuntimeError::new_err("Response content longer than its Content-Length")
+}
+
+#[pymethods]
+impl AsgiCycle {
+    #[new]
+    fn new(
+        py: Python<'_>,
+        proto: &Bound<'_, PyAny>,
+        req: Bound<'_, Request>,
+        scope: Py<PyAny>,
+    ) -> PyResult<Self> {
+        let ctx = proto.getattr(intern!(py, "ctx"))?;
+        let keepalive: f64 = ctx.getattr(intern!(py, "keepalive"))?.extract()?;
+        let head = req.get().head();
+        let (decoder, body_pending, remaining) = if head.chunked {
+            let limit: u64 = ctx.getattr(intern!(py, "limit_body"))?.extract()?;
+            (Some(Py::new(py, ChunkedDecoder::new(limit))?), true, 0)
+        } else {
+            let remaining = head.content_length.unwrap_or(0);
+            (None, remaining > 0, remaining)
+        };
+        Ok(AsgiCycle {
+            transport: proto.getattr(intern!(py, "transport"))?.unbind(),
+            serve_state: ctx.getattr(intern!(py, "state"))?.unbind(),
+            proto: proto.clone().unbind(),
+            http11: head.version == Version::Http11,
+            keep_alive: head.keep_alive && keepalive > 0.0,
+            is_head: head.method() == b"HEAD",
+            continue_sent: !head.expect_continue,
+            req: req.unbind(),
+            scope,
+            gone: false,
+            response: ResponseState::NotStarted,
+            waiter: None,
+            body: PyList::empty(py).unbind(),
+            body_size: 0,
+            body_delivered: false,
+            body_pending,
+            decoder,
+            remaining,
+            last_read: if body_pending { monotonic(py)? } else { 0.0 },
+            status: 0,
+            headers: PyTuple::empty(py).into_any().unbind(),
+            trailer_fields: None,
+            trailers: false,
+            chunked: false,
+            length: -1,
+            sent: 0,
+        })
+    }
+
+    /// The app's `send`. The response's start and body messages are taken
+    /// here and need no waiting unless the transport is paused (then the
+    /// awaitable is the connection's `drain()`); any other message, one
+    /// that is not a dict, and any message after the client left go to the
+    /// subclass's `_send_slow` coroutine.
+    fn send<'py>(
+        slf: &Bound<'py, Self>,
+        message: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let slow = || slf.call_method1(intern!(py, "_send_slow"), (message,));
+        let Ok(dict) = message.cast::<PyDict>() else {
+            return slow();
+        };
+        let Some(kind) = dict.get_item(intern!(py, "type"))? else {
+            return slow();
+        };
+        let Ok(kind) = kind.cast::<PyString>() else {
+            return slow();
+        };
+        let (gone, state) = {
+            let me = slf.borrow();
+            (me.gone, me.response)
+        };
+        if gone {
+            return slow();
+        }
+        match (kind.to_str(), state) {
+            (Ok("http.response.body"), ResponseState::Started | ResponseState::Streaming) => {
+                Self::body_message(slf, dict)?
+            }
+            (Ok("http.response.start"), ResponseState::NotStarted) => {
+                Self::start_message(slf, dict)?
+            }
+            _ => return slow(),
+        }
+        let proto = slf.borrow().proto.clone_ref(py).into_bound(py);
+        if proto.getattr(intern!(py, "write_paused"))?.is_truthy()? && !slf.borrow().gone {
+            return proto.call_method0(intern!(py, "drain"));
+        }
+        Ok(done(py).into_bound(py))
+    }
+
+    /// The head for the status and fields `http.response.start` gave:
+    /// `body_length` is the whole body's size when known, -1 when it
+    /// streams. Sets the framing it chose.
+    #[pyo3(name = "_head")]
+    fn head_bytes<'py>(slf: &Bound<'py, Self>, body_length: i64) -> PyResult<Bound<'py, PyBytes>> {
+        let head = Self::make_head(slf, body_length)?;
+        Ok(PyBytes::new(slf.py(), &head))
+    }
+
+    /// The body is complete: trailers next if announced, else the last
+    /// chunk (chunked framing) and the end.
+    #[pyo3(name = "_body_done")]
+    fn body_done(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let (trailers, chunked, transport) = {
+            let me = slf.borrow();
+            (me.trailers, me.chunked, me.transport.clone_ref(py))
+        };
+        if trailers {
+            // They come whatever the framing; only a chunked body can carry them.
+            slf.borrow_mut().response = ResponseState::Trailers;
+            return Ok(());
+        }
+        if chunked {
+            write(transport.bind(py), PyBytes::new(py, LAST_CHUNK))?;
+        }
+        Self::finish(slf)
+    }
+
+    /// The response is fully written: wake `receive`, and tell the
+    /// connection whether it may carry another request.
+    #[pyo3(name = "_finish")]
+    fn finish(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let (keep_alive, short, waiter, proto) = {
+            let mut me = slf.borrow_mut();
+            me.response = ResponseState::Complete;
+            // Fewer bytes than announced: the client would wait for the rest.
+            let short = 0 < me.length && me.length != me.sent && !me.is_head;
+            let proto = me.proto.clone_ref(py);
+            (me.keep_alive && !short, short, me.waiter.take(), proto)
+        };
+        if short {
+            slf.call_method0(intern!(py, "_log_short_body"))?;
+        }
+        if let Some(waiter) = waiter {
+            let waiter = waiter.bind(py);
+            if !waiter.call_method0(intern!(py, "done"))?.is_truthy()? {
+                waiter.call_method1(intern!(py, "set_result"), (py.None(),))?;
+            }
+        }
+        proto.call_method1(py, intern!(py, "response_complete"), (slf, keep_alive))?;
+        Ok(())
+    }
+}
+
+impl AsgiCycle {
+    fn start_message(slf: &Bound<'_, Self>, dict: &Bound<'_, PyDict>) -> PyResult<()> {
+        let py = slf.py();
+        let status = dict
+            .get_item(intern!(py, "status"))?
+            .ok_or_else(|| PyKeyError::new_err("status"))?;
+        if !status.is_exact_instance_of::<PyInt>() {
+            return Err(PyTypeError::new_err(format!(
+                "http.response.start 'status' must be an int, not {}",
+                status.repr()?
+            )));
+        }
+        let status: i64 = status.extract()?;
+        // Kept for the access log: an iterator would be used up by the head.
+        let headers = match dict.get_item(intern!(py, "headers"))? {
+            None => PyTuple::empty(py).into_any(),
+            Some(h)
+                if h.is_exact_instance_of::<PyList>() || h.is_exact_instance_of::<PyTuple>() =>
+            {
+                h
+            }
+            Some(h) => py.get_type::<PyList>().call1((h,))?,
+        };
+        let trailers = dict
+            .get_item(intern!(py, "trailers"))?
+            .map(|t| t.is_truthy())
+            .transpose()?;
+        let mut me = slf.borrow_mut();
+        me.status = status;
+        me.headers = headers.unbind();
+        if let Some(trailers) = trailers {
+            me.trailers = trailers;
+        }
+        me.response = ResponseState::Started;
+        Ok(())
+    }
+
+    fn body_message(slf: &Bound<'_, Self>, dict: &Bound<'_, PyDict>) -> PyResult<()> {
+        let py = slf.py();
+        let body = body_of(dict)?;
+        let more = dict
+            .get_item(intern!(py, "more_body"))?
+            .map_or(Ok(false), |m| m.is_truthy())?;
+        let (state, trailers, transport) = {
+            let me = slf.borrow();
+            (me.response, me.trailers, me.transport.clone_ref(py))
+        };
+        let transport = transport.bind(py);
+        let size = body.as_bytes().len();
+        let mut rest = Some(&body);
+        if state == ResponseState::Started {
+            // Announced trailers need chunked framing, even for a body in one message.
+            let whole = if more || trailers { -1 } else { size as i64 };
+            let head = Self::make_head(slf, whole)?;
+            let length = {
+                let mut me = slf.borrow_mut();
+                me.response = ResponseState::Streaming;
+                me.length
+            };
+            if size > 0 && length > 0 {
+                // The usual response: head and whole body in one write.
+                if size as i64 > length {
+                    return Err(too_long());
+                }
+                slf.borrow_mut().sent = size as i64;
+                if size <= JOIN_UP_TO {
+                    write(transport, joined(py, &[&head, body.as_bytes()])?)?;
+                } else {
+                    let parts = PyTuple::new(py, [PyBytes::new(py, &head), body.clone()])?;
+                    transport.call_method1(intern!(py, "writelines"), (parts,))?;
+                }
+                if !more && !trailers {
+                    return Self::finish(slf); // nothing more to frame
+                }
+                rest = None;
+            } else {
+                write(transport, PyBytes::new(py, &head))?;
+            }
+        }
+        if let Some(body) = rest.filter(|_| size > 0) {
+            let chunked = {
+                let mut me = slf.borrow_mut();
+                if me.length != 0 {
+                    me.sent += size as i64;
+                    if me.length > 0 && me.sent > me.length {
+                        return Err(too_long());
+                    }
+                }
+                (me.length != 0).then_some(me.chunked)
+            };
+            match chunked {
+                Some(true) => {
+                    let line = format!("{size:x}\r\n");
+                    write(
+                        transport,
+                        joined(py, &[line.as_bytes(), body.as_bytes(), b"\r\n"])?,
+                    )?;
+                }
+                Some(false) => write(transport, body.clone())?,
+                None => {}
+            }
+        }
+        if !more {
+            Self::body_done(slf)?;
+        }
+        Ok(())
+    }
+
+    fn make_head(slf: &Bound<'_, Self>, body_length: i64) -> PyResult<Vec<u8>> {
+        let py = slf.py();
+        let (keep_alive, status, headers, http11, is_head, serve_state) = {
+            let me = slf.borrow();
+            (
+                me.keep_alive,
+                me.status,
+                me.headers.clone_ref(py),
+                me.http11,
+                me.is_head,
+                me.serve_state.clone_ref(py),
+            )
+        };
+        let stopping = serve_state
+            .bind(py)
+            .getattr(intern!(py, "stopping"))?
+            .is_truthy()?;
+        let head = asgi_head(
+            status,
+            headers.bind(py),
+            http11,
+            keep_alive && !stopping,
+            is_head,
+            body_length,
+        )?;
+        let (length, chunked) = head.framing.as_python();
+        let mut me = slf.borrow_mut();
+        me.keep_alive = head.keep_alive;
+        me.length = length;
+        me.chunked = chunked;
+        Ok(head.bytes)
+    }
+}
