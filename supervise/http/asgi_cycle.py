@@ -7,26 +7,24 @@ and a streamed one gets chunked framing. Every message an app may send is
 checked; a wrong one raises RuntimeError in the app (and is logged with the
 request line), never leaves the client hanging.
 
-The cycle's state and ``send`` for the response's start and body messages
-are native (``_native.AsgiCycle``, the base class): those steps ran for
-every request. This subclass holds the rest: the request body and
-``receive``, the rarer messages (early hints, pathsend, trailers), the app
-call and what is logged.
+The cycle's state, the request body's bytes, ``receive`` when the body is
+there and ``send`` for the response's start and body messages are native
+(``_native.AsgiCycle``, the base class): those steps ran for every request.
+This subclass holds the rest: ``receive`` when it must wait, the rarer
+messages (early hints, pathsend, trailers), the app call and what is logged.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from time import monotonic, perf_counter
+from time import perf_counter
 from typing import Any
 
-from supervise._native import AsgiCycle, ParseError
+from supervise._native import AsgiCycle
 from supervise._native import AsgiResponseState as State
 from supervise.http.errors import ClientDisconnected, error_response
 
-# Request body buffered for the app past which reading pauses.
-BODY_HIGH_WATER = 256 * 1024
 # pathsend without sendfile: the file goes out in pieces of this size.
 FILE_CHUNK = 256 * 1024
 
@@ -40,37 +38,7 @@ class RequestCycle(AsgiCycle):
 
     __slots__ = ()
 
-    # -- the request body, from the protocol -------------------------------------------
-    def feed_body(self, data: bytes) -> bytes:
-        """Take body bytes; returns what follows the body (the next request)."""
-        self.last_read = monotonic()
-        leftover = b""
-        decoder = self._decoder
-        if decoder is not None:
-            try:
-                payload = decoder.feed(data)
-            except ParseError as exc:
-                self._bad_body(exc.status, exc.reason)
-                return b""
-            if decoder.done:
-                self.body_pending = False
-                leftover = decoder.leftover
-        elif len(data) <= self._remaining:
-            payload = data
-            self._remaining -= len(data)
-            self.body_pending = self._remaining > 0
-        else:
-            payload, leftover = data[: self._remaining], data[self._remaining :]
-            self._remaining = 0
-            self.body_pending = False
-        if payload:
-            self.body.append(payload)
-            self.body_size += len(payload)
-            if self.body_size > BODY_HIGH_WATER:
-                self.proto.pause_reading()
-        self._wake()
-        return leftover
-
+    # -- the request body (feed_body, from the protocol: AsgiCycle) ---------------------
     def _bad_body(self, status: int, reason: str) -> None:
         self.body_pending = False
         if self.response == State.NOT_STARTED:
@@ -83,11 +51,6 @@ class RequestCycle(AsgiCycle):
         self.gone = True
         self._wake()
 
-    def _wake(self) -> None:
-        waiter, self._waiter = self._waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
     def sweep(self, now: float) -> None:
         """Enforce body_timeout while the app waits for body bytes that do not come."""
         timeout = self.proto.ctx.cfg.body_timeout
@@ -99,8 +62,10 @@ class RequestCycle(AsgiCycle):
         ):
             self._bad_body(408, "no request body data within body_timeout")
 
-    # -- the app's receive --------------------------------------------------------------
-    async def receive(self) -> dict[str, Any]:
+    # -- the app's receive (what needs no waiting: AsgiCycle.receive) --------------------
+    async def _receive_slow(self) -> dict[str, Any]:
+        """``receive`` when it must wait: for body bytes (after a 100 Continue
+        if the client asked for one), or for the exchange's end."""
         if self.body_delivered:
             # Nothing more will come but the end of the exchange.
             while not self.gone and self.response != State.COMPLETE:
@@ -117,14 +82,7 @@ class RequestCycle(AsgiCycle):
                 await self._wait()
             if self.gone:
                 return _DISCONNECT
-        body = self.body[0] if len(self.body) == 1 else b"".join(self.body)
-        self.body.clear()
-        self.body_size = 0
-        if self.body_pending:
-            self.proto.resume_reading()
-        else:
-            self.body_delivered = True
-        return {"type": "http.request", "body": body, "more_body": self.body_pending}
+        return self._take_body()
 
     async def _wait(self) -> None:
         if self._waiter is None:

@@ -20,6 +20,10 @@ def _sockaddr(addr: Any) -> tuple[str, int] | None:
     return None
 
 
+# What http_scope sets per request (fill_asgi_scope's keys, and the state).
+_REQUEST_KEYS = ("state", "http_version", "method", "path", "raw_path", "query_string", "headers")
+
+
 class ConnectionInfo:
     """What every request on one connection shares."""
 
@@ -46,7 +50,10 @@ class ConnectionInfo:
         if ssl_object is not None:
             self.extensions["tls"] = _tls_extension(ssl_object, ctx.server_cert)
         # The keys of an http scope that are the connection's: each request
-        # copies them (one C-level copy) instead of building them again.
+        # copies them (one C-level copy) instead of building them again. The
+        # request's own keys are here too, as placeholders every request
+        # replaces: the copy then has room for them all, and filling it
+        # replaces values instead of growing the dict.
         self.http_base: dict[str, Any] = {
             "type": "http",
             "asgi": ctx.asgi,
@@ -55,6 +62,7 @@ class ConnectionInfo:
             "root_path": ctx.root_path,
             "scheme": self.scheme,
             "extensions": self.extensions,
+            **dict.fromkeys(_REQUEST_KEYS),
         }
 
 

@@ -1,26 +1,30 @@
-//! `AsgiCycle`: the state of one request of the asgi worker, and its `send`
-//! for the two messages of nearly every response (`http.response.start`,
-//! then the body). Everything else is the Python subclass's
-//! (`supervise/http/asgi_cycle.py`: the request body and `receive`, the
-//! rare messages, the app call), which reads and sets the fields exposed
-//! here. The connection stays Python: this writes to its transport and
-//! tells it when the response is complete.
+//! `AsgiCycle`: the state of one request of the asgi worker, and what of it
+//! runs on every request: taking body bytes from the connection
+//! (`feed_body`), `receive` when the body is there, and `send` for the two
+//! messages of nearly every response (`http.response.start`, then the
+//! body). Everything that waits or is rare is the Python subclass's
+//! (`supervise/http/asgi_cycle.py`: `receive` that must wait, the other
+//! messages, the app call, the log lines), which reads and sets the fields
+//! exposed here. The connection stays Python: this writes to its transport,
+//! pauses and resumes its reading, and tells it when the response is
+//! complete.
 //!
 //! The response is a state machine (`ResponseState`): the head waits for the
 //! first body message, so a body that comes in one message goes out in one
 //! write with a Content-Length, and a streamed one is chunked.
 //!
 //! Why native: the cycle's constructor, `send` and the head and body steps
-//! behind it were about 330 bytecodes, six Python frames and two coroutine
-//! objects of every small request.
+//! behind it were about 460 bytecodes, six Python frames and two coroutine
+//! objects of every small request; a request body's steps as Python over
+//! these fields cost more than the bytecodes they saved.
 
 use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyTypeError};
-use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyInt, PyList, PyMemoryView, PyString, PyTuple};
+use pyo3::{ffi, intern};
 
-use super::awaitable::done;
+use super::awaitable::{done, Ready};
 use super::chunked::ChunkedDecoder;
 use super::request::Request;
 use super::response::asgi_head;
@@ -30,26 +34,29 @@ use crate::http1_codec::Version;
 /// write); larger ones beside it, so a slow reader holds no second copy.
 const JOIN_UP_TO: usize = 64 * 1024;
 const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+/// Request body buffered for the app past which reading pauses.
+const BODY_HIGH_WATER: u64 = 256 * 1024;
 
 /// Where a response is. Python compares with `==` (each read of
 /// `cycle.response` is a new object).
-#[pyclass(eq, module = "supervise._native", name = "AsgiResponseState")]
+#[pyclass(
+    eq,
+    frozen,
+    module = "supervise._native",
+    name = "AsgiResponseState",
+    rename_all = "SCREAMING_SNAKE_CASE"
+)]
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum ResponseState {
     /// No `http.response.start` yet.
-    #[pyo3(name = "NOT_STARTED")]
     NotStarted,
     /// Started; the head waits for the first body message.
-    #[pyo3(name = "STARTED")]
     Started,
     /// The head is sent; more body may follow.
-    #[pyo3(name = "STREAMING")]
     Streaming,
     /// The body is complete; announced trailers are still to come.
-    #[pyo3(name = "TRAILERS")]
     Trailers,
     /// Fully written (or given up).
-    #[pyo3(name = "COMPLETE")]
     Complete,
 }
 
@@ -134,16 +141,23 @@ fn write(transport: &Bound<'_, PyAny>, data: Bound<'_, PyBytes>) -> PyResult<()>
     Ok(())
 }
 
+/// `parts` as one new bytes object, written once: `PyBytes::new_with`
+/// zero-fills its buffer first, which cost as much as the copy.
 fn joined<'py>(py: Python<'py>, parts: &[&[u8]]) -> PyResult<Bound<'py, PyBytes>> {
-    let size = parts.iter().map(|p| p.len()).sum();
-    PyBytes::new_with(py, size, |buf| {
-        let mut at = 0;
+    let size: usize = parts.iter().map(|p| p.len()).sum();
+    // SAFETY: a NULL source asks CPython for an uninitialised bytes object of
+    // `size` bytes (a new reference, or NULL with an exception set); every
+    // byte is written below before the object is handed to anyone.
+    unsafe {
+        let bytes = ffi::PyBytes_FromStringAndSize(std::ptr::null(), size as ffi::Py_ssize_t);
+        let bytes = Bound::from_owned_ptr_or_err(py, bytes)?;
+        let mut at = ffi::PyBytes_AsString(bytes.as_ptr()).cast::<u8>();
         for part in parts {
-            buf[at..at + part.len()].copy_from_slice(part);
-            at += part.len();
+            std::ptr::copy_nonoverlapping(part.as_ptr(), at, part.len());
+            at = at.add(part.len());
         }
-        Ok(())
-    })
+        Ok(bytes.cast_into_unchecked())
+    }
 }
 
 /// A body message's `body`: bytes as given, a bytearray or memoryview copied.
@@ -215,6 +229,145 @@ impl AsgiCycle {
             length: -1,
             sent: 0,
         })
+    }
+
+    /// Takes body bytes from the connection; returns what follows the body
+    /// (the next request's bytes). Reading pauses past `BODY_HIGH_WATER`
+    /// bytes the app has not taken; a chunked body that breaks its framing
+    /// goes to the subclass's `_bad_body`.
+    fn feed_body<'py>(
+        slf: &Bound<'py, Self>,
+        data: &Bound<'py, PyBytes>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let py = slf.py();
+        let now = monotonic(py)?;
+        let bytes = data.as_bytes();
+        let empty = || PyBytes::new(py, b"");
+        let decoder = {
+            let mut me = slf.borrow_mut();
+            me.last_read = now;
+            me.decoder.as_ref().map(|d| d.clone_ref(py))
+        };
+        let (payload, leftover) = match decoder {
+            Some(decoder) => {
+                let mut decoder = decoder.borrow_mut(py);
+                let payload = match decoder.decode(bytes) {
+                    Ok(payload) => PyBytes::new(py, payload),
+                    Err(e) => {
+                        drop(decoder);
+                        slf.call_method1(intern!(py, "_bad_body"), (e.status, e.reason))?;
+                        return Ok(empty());
+                    }
+                };
+                let leftover = if decoder.is_done() {
+                    slf.borrow_mut().body_pending = false;
+                    PyBytes::new(py, decoder.rest())
+                } else {
+                    empty()
+                };
+                (payload, leftover)
+            }
+            None => {
+                let mut me = slf.borrow_mut();
+                if bytes.len() as u64 <= me.remaining {
+                    me.remaining -= bytes.len() as u64;
+                    me.body_pending = me.remaining > 0;
+                    (data.clone(), empty())
+                } else {
+                    let cut = me.remaining as usize;
+                    me.remaining = 0;
+                    me.body_pending = false;
+                    (
+                        PyBytes::new(py, &bytes[..cut]),
+                        PyBytes::new(py, &bytes[cut..]),
+                    )
+                }
+            }
+        };
+        let size = payload.as_bytes().len() as u64;
+        if size > 0 {
+            let (body, buffered, proto) = {
+                let mut me = slf.borrow_mut();
+                me.body_size += size;
+                (me.body.clone_ref(py), me.body_size, me.proto.clone_ref(py))
+            };
+            body.bind(py).append(payload)?;
+            if buffered > BODY_HIGH_WATER {
+                proto.call_method0(py, intern!(py, "pause_reading"))?;
+            }
+        }
+        Self::wake(slf)?;
+        Ok(leftover)
+    }
+
+    /// The app's `receive`. The body that has arrived is given at once (an
+    /// awaitable already done) when there is some or no more will come;
+    /// anything that must wait (body bytes, the response's end, the
+    /// client's going) is the subclass's `_receive_slow` coroutine.
+    fn receive<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let ready = {
+            let me = slf.borrow();
+            !me.body_delivered
+                && !me.gone
+                && me.response != ResponseState::Complete
+                && (!me.body_pending || !me.body.bind(py).is_empty())
+        };
+        if !ready {
+            return slf.call_method0(intern!(py, "_receive_slow"));
+        }
+        let message = Self::take_body(slf)?;
+        Ok(Bound::new(py, Ready::new(message.into_any().unbind()))?.into_any())
+    }
+
+    /// The body the app has not taken, as its next `http.request` message;
+    /// reading resumes if more is to come.
+    #[pyo3(name = "_take_body")]
+    fn take_body<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
+        let py = slf.py();
+        let (body, pending, proto) = {
+            let mut me = slf.borrow_mut();
+            me.body_size = 0;
+            me.body_delivered = !me.body_pending;
+            (
+                me.body.clone_ref(py),
+                me.body_pending,
+                me.proto.clone_ref(py),
+            )
+        };
+        let body = body.bind(py);
+        let parts = body
+            .iter()
+            .map(|part| part.cast_into::<PyBytes>().map_err(PyErr::from))
+            .collect::<PyResult<Vec<_>>>()?;
+        let whole = match parts.as_slice() {
+            [one] => one.clone(),
+            _ => joined(py, &parts.iter().map(|p| p.as_bytes()).collect::<Vec<_>>())?,
+        };
+        body.del_slice(0, parts.len())?;
+        if pending {
+            proto.call_method0(py, intern!(py, "resume_reading"))?;
+        }
+        let message = PyDict::new(py);
+        message.set_item(intern!(py, "type"), intern!(py, "http.request"))?;
+        message.set_item(intern!(py, "body"), whole)?;
+        message.set_item(intern!(py, "more_body"), pending)?;
+        Ok(message)
+    }
+
+    /// Wakes what waits in `receive` (body bytes came, the client left, the
+    /// response ended).
+    #[pyo3(name = "_wake")]
+    fn wake(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let Some(waiter) = slf.borrow_mut().waiter.take() else {
+            return Ok(());
+        };
+        let waiter = waiter.bind(py);
+        if !waiter.call_method0(intern!(py, "done"))?.is_truthy()? {
+            waiter.call_method1(intern!(py, "set_result"), (py.None(),))?;
+        }
+        Ok(())
     }
 
     /// The app's `send`. The response's start and body messages are taken
@@ -294,23 +447,17 @@ impl AsgiCycle {
     #[pyo3(name = "_finish")]
     fn finish(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
-        let (keep_alive, short, waiter, proto) = {
+        let (keep_alive, short, proto) = {
             let mut me = slf.borrow_mut();
             me.response = ResponseState::Complete;
             // Fewer bytes than announced: the client would wait for the rest.
             let short = 0 < me.length && me.length != me.sent && !me.is_head;
-            let proto = me.proto.clone_ref(py);
-            (me.keep_alive && !short, short, me.waiter.take(), proto)
+            (me.keep_alive && !short, short, me.proto.clone_ref(py))
         };
         if short {
             slf.call_method0(intern!(py, "_log_short_body"))?;
         }
-        if let Some(waiter) = waiter {
-            let waiter = waiter.bind(py);
-            if !waiter.call_method0(intern!(py, "done"))?.is_truthy()? {
-                waiter.call_method1(intern!(py, "set_result"), (py.None(),))?;
-            }
-        }
+        Self::wake(slf)?;
         proto.call_method1(py, intern!(py, "response_complete"), (slf, keep_alive))?;
         Ok(())
     }

@@ -14,6 +14,24 @@ pub struct ChunkedDecoder {
     out: Vec<u8>,
 }
 
+impl ChunkedDecoder {
+    /// Decodes `data`: the payload it contained (maybe empty), or why the
+    /// body is refused.
+    pub(crate) fn decode(&mut self, data: &[u8]) -> Result<&[u8], http1_codec::ParseError> {
+        self.out.clear();
+        self.inner.feed(data, &mut self.out)?;
+        Ok(&self.out)
+    }
+
+    pub(crate) fn is_done(&self) -> bool {
+        self.inner.done()
+    }
+
+    pub(crate) fn rest(&self) -> &[u8] {
+        self.inner.leftover()
+    }
+}
+
 #[pymethods]
 impl ChunkedDecoder {
     #[new]
