@@ -290,6 +290,23 @@ def test_the_app_runs_in_a_task_of_its_own(asgi):
             assert seen["name"].startswith("Task-")
 
 
+def test_max_requests_retires_the_asgi_worker_at_its_number(start_server):
+    """Requests are counted in batches at each tick, but the one that reaches
+    --max-requests tells the worker at once: it asks for its replacement
+    after exactly that many, however fast more come."""
+    server = start_server(
+        "-k", "asgi", "-w", "1", "--max-requests", "4", "asgi_apps:app", wait=False
+    )
+    # Not start_server's readiness probe: it would be one of the four.
+    server.wait_for_log("Ready: 1 worker")
+    (first,) = server.wait_workers(1)
+    for _ in range(8):
+        assert httpx.get(url(server, "/stream")).status_code == 200
+    server.wait_for_log("Worker [0-9]+ served 4 requests")
+    wait_until(lambda: (w := server.workers()) and first not in w)
+    assert "served 8 requests" not in server.log()
+
+
 def test_messages_that_are_mappings_but_not_dicts_are_sent(asgi):
     server = asgi()
     response = httpx.get(url(server, "/mapping-messages"))

@@ -95,7 +95,7 @@ async def _serve(path: str, post: bool, count: int) -> None:
         log=_Log(),
         state=ServeState(),
         loop=asyncio.get_running_loop(),
-        request_done=lambda: None,
+        request_done=lambda count: None,
         record=None,
         is_tls=False,
     )

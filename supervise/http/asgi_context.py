@@ -8,11 +8,13 @@ the set of open connections the worker sweeps, and the lifespan state.
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from supervise._native import RequestParser
+from supervise._native import AppCalls, RequestCounts, RequestParser
+from supervise.http.asgi_engine import make_log_outcome
 from supervise.http.health import HealthProbes
 from supervise.http.proxy import ProxyRules
 from supervise.http.state import MAKE_ROOM_GRACE, ServeState
@@ -43,6 +45,11 @@ def _nothing() -> None:
     pass
 
 
+def account(scope: dict[str, Any], cycle: Any, seconds: float) -> None:
+    """AppRun's ``done``: the request's figures and access log line."""
+    cycle._account(seconds)
+
+
 class AsgiContext:
     """Per-worker state and settings shared by the protocol objects."""
 
@@ -54,9 +61,10 @@ class AsgiContext:
         log: Any,
         state: ServeState,
         loop: asyncio.AbstractEventLoop,
-        request_done: Callable[[], None],
+        request_done: Callable[[int], None],
         record: Callable[[int, float, int], None] | None,
         is_tls: bool,
+        requests_due: int = sys.maxsize,
     ) -> None:
         self.app = app
         self.cfg = cfg
@@ -66,7 +74,11 @@ class AsgiContext:
         # Eager where the Python has it (a simple response is then written
         # before data_received returns, with no extra turn of the loop).
         self.start_task = task_starter(loop)
-        self.request_done = request_done
+        # Requests are counted natively where each ends (AppRun); the
+        # worker's request_done(count) gets the count at each tick
+        # (take_counts), and at once when requests_due are served.
+        self._count_served = request_done
+        self.counts = RequestCounts(due=requests_due, on_due=self.take_counts)
         # The worker's scoreboard recorder (status, seconds, body bytes), or None
         # when no metrics are read.
         self.record = record
@@ -101,8 +113,6 @@ class AsgiContext:
         # its request (test_zero_loss, one read in 10k). Forgotten after
         # header_timeout: a handshake that failed never calls connection_made.
         self.arriving: dict[Any, float] = {}
-        # Requests whose app call has started and not finished (--limit-concurrency).
-        self.in_flight = 0
         # What the lifespan startup left in its scope["state"]; each request
         # gets a shallow copy.
         self.lifespan_state: dict[str, Any] = {}
@@ -120,6 +130,27 @@ class AsgiContext:
         # so that a request with nothing to decide reads one flag.
         self.screened = bool(self.limit_body or self.limit_concurrency)
         self.log_probes = bool(cfg.health_access_log) and self.access_log
+        # What each request's AppRun calls: the app, the log line of one it
+        # left unanswered or that raised (the engine's wording), and the
+        # access log and metrics.
+        self.calls = AppCalls(
+            app=app, log_outcome=make_log_outcome(log=log), done=account if self.timed else None
+        )
+
+    @property
+    def in_flight(self) -> int:
+        """Requests whose app call has started and not finished (--limit-concurrency)."""
+        return self.counts.in_flight
+
+    def take_counts(self) -> None:
+        """Hands the requests served since the last call to the worker."""
+        done = self.counts.take_done()
+        if done:
+            self._count_served(done)
+
+    def request_done(self) -> None:
+        """An exchange that ran no app call of a request cycle's (a WebSocket session)."""
+        self.counts.count()
 
     def answer_first(self, probes: HealthProbes | None, statics: Any) -> None:
         """What is answered before the app: --health-path probes and

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import re
-from time import perf_counter
 from typing import Any
 
 from supervise._native import AsgiCycle
@@ -214,36 +213,7 @@ class RequestCycle(AsgiCycle):
 
         return app
 
-    # -- the app call -----------------------------------------------------------------
-    async def run(self, app: Any = None) -> None:
-        """Runs the app (or ``app``: a static file's answer) for this request."""
-        ctx = self.proto.ctx
-        ctx.in_flight += 1
-        # Read only by the metrics and the access log.
-        started = perf_counter() if ctx.timed else 0.0
-        try:
-            await (app or ctx.app)(self.scope, self.receive, self.send)
-        except Exception as exc:
-            if not (self.gone and isinstance(exc, OSError)):
-                ctx.log.exception("Error handling request %s", request_line(self.req))
-            self._failed()
-        else:
-            if self.response != State.COMPLETE and not self.gone:
-                self._unfinished()
-        finally:
-            ctx.in_flight -= 1
-            ctx.request_done()
-            if ctx.timed:
-                self._account(perf_counter() - started)
-
-    def _unfinished(self) -> None:
-        """The app returned before its response was complete."""
-        what = "starting a" if self.response == State.NOT_STARTED else "completing its"
-        self.proto.ctx.log.error(
-            "ASGI app returned without %s response to %s", what, request_line(self.req)
-        )
-        self._failed()
-
+    # -- the request's end (AppRun runs the app: native/src/asgi/worker_cycle.rs) -------
     def _account(self, seconds: float) -> None:
         """The request's figures (--metrics) and its access log line."""
         ctx = self.proto.ctx

@@ -1,7 +1,8 @@
 """What the worker does when an ASGI request on the engine (``-k native``)
 ends: the log line of an app that raised or left its response unanswered
-(the engine already sent the 500 or cut the connection), worded as the asgi
-worker words it, and the access log and metrics. The engine runs the app
+(the engine already sent the 500 or cut the connection), the asgi worker's
+too (``make_log_outcome``, the same ``AppRun`` runs its requests), and the
+access log and metrics. The engine runs the app
 itself (``_native.AppRun``: native/src/bridge/app_run.rs) and calls these only
 when there is something to log or record."""
 

@@ -20,7 +20,7 @@ import asyncio
 from time import monotonic
 from typing import Any
 
-from supervise._native import ParseError, asgi_response_head
+from supervise._native import ParseError, asgi_response_head, run_asgi_cycle
 from supervise.http.asgi_context import AsgiContext
 from supervise.http.asgi_cycle import RequestCycle
 from supervise.http.asgi_scope import ConnectionInfo, http_scope, websocket_scope
@@ -269,7 +269,8 @@ class HttpProtocol(asyncio.Protocol):
         if self.buf and cycle.body_pending:
             rest, self.buf = self.buf, b""
             self.buf = cycle.feed_body(rest)
-        ctx.start_task(cycle.run(cycle.static_app(static) if static is not None else None))
+        app = cycle.static_app(static) if static is not None else None
+        ctx.start_task(run_asgi_cycle(ctx.calls, cycle, app))
 
     def _screen(self, req: Any) -> tuple[bool, Any]:
         """What the settings decide before the app (probes, static files, the

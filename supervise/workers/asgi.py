@@ -87,6 +87,7 @@ class AsgiWorker(LoopWorker):
             request_done=self.request_done,
             record=self.record,
             is_tls=self.ssl_context is not None,
+            requests_due=self.max_requests - self.nr,
         )
         ctx.ws_protocol = ws_protocol
         ctx.answer_first(HealthProbes.for_worker(self), self.statics)
@@ -135,6 +136,8 @@ class AsgiWorker(LoopWorker):
             self.run_loop(self._serve())
         finally:
             cancel_remaining(loop)
+            # The requests of the last tick, the cancelled ones too.
+            self.ctx.take_counts()
             loop.close()
 
     def _tick(self) -> None:
@@ -148,6 +151,7 @@ class AsgiWorker(LoopWorker):
         self.ctx.forget_arrivals(now)
         if self.acceptor is not None:
             self.acceptor.sweep(now)
+        self.ctx.take_counts()
         self.set_active(len(connections))
         self.set_in_flight(self.ctx.in_flight)
         self.loop.call_later(self.tick, self._tick)

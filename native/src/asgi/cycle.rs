@@ -355,7 +355,7 @@ impl crate::bridge::ProtocolObject for Py<HttpCycle> {
         app.call1(py, (scope, receive, send))
     }
 
-    fn finish(&self, error: bool) -> Finish {
+    fn finish(&self, _py: Python<'_>, error: bool) -> Finish {
         self.get().finish(error)
     }
 

@@ -84,7 +84,7 @@ pub trait ProtocolObject: Send + Sync {
     /// The app's coroutine for this exchange.
     fn call_app(&self, py: Python<'_>, app: &Py<PyAny>, scope: Py<PyAny>) -> PyResult<Py<PyAny>>;
     /// Answers what the app left unanswered (`error`: it raised).
-    fn finish(&self, error: bool) -> Finish;
+    fn finish(&self, py: Python<'_>, error: bool) -> Finish;
     /// The object the worker's `done` callable is given.
     fn object(&self, py: Python<'_>) -> Py<PyAny>;
 }
@@ -194,7 +194,7 @@ impl AppRun {
     fn ended(&self, py: Python<'_>, outcome: PyResult<()>) -> PyResult<Option<Py<PyAny>>> {
         let over = std::mem::replace(&mut *lock(&self.stage), Stage::Over);
         drop(over);
-        let finish = self.served.finish(outcome.is_err());
+        let finish = self.served.finish(py, outcome.is_err());
         let scope = self.scope.bind(py);
         let calls = self.calls.get();
         let log_outcome = calls.log_outcome.bind(py);

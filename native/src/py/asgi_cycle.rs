@@ -27,6 +27,7 @@ use pyo3::{ffi, intern};
 use super::awaitable::{done, Ready};
 use super::chunked::ChunkedDecoder;
 use super::request::Request;
+use super::request_counts::RequestCounts;
 use super::response::asgi_head;
 use crate::http1_codec::Version;
 
@@ -125,6 +126,26 @@ pub struct AsgiCycle {
     /// Body bytes sent.
     #[pyo3(get, set, name = "_sent")]
     sent: i64,
+    /// The worker's counts, which this request's start and end change.
+    counts: Py<RequestCounts>,
+}
+
+impl AsgiCycle {
+    pub(crate) fn response_state(&self) -> ResponseState {
+        self.response
+    }
+
+    pub(crate) fn is_gone(&self) -> bool {
+        self.gone
+    }
+
+    pub(crate) fn scope(&self) -> &Py<PyAny> {
+        &self.scope
+    }
+
+    pub(crate) fn counts(&self) -> &Py<RequestCounts> {
+        &self.counts
+    }
 }
 
 /// `time.monotonic()`, the clock the worker's sweep reads.
@@ -228,6 +249,7 @@ impl AsgiCycle {
             chunked: false,
             length: -1,
             sent: 0,
+            counts: ctx.getattr(intern!(py, "counts"))?.cast_into()?.unbind(),
         })
     }
 

@@ -1,6 +1,6 @@
 //! The Python face of `http1_codec`, `proxy`, `relay`, `static_files` and `x509_name`: thin conversions, nothing decided here.
 
-mod asgi_cycle;
+pub(crate) mod asgi_cycle;
 pub(crate) mod asgi_scope;
 pub(crate) mod awaitable;
 pub(crate) mod body_bytes;
@@ -10,6 +10,7 @@ mod errors;
 mod proxy;
 mod relay;
 pub(crate) mod request;
+pub(crate) mod request_counts;
 pub(crate) mod response;
 mod static_files;
 pub(crate) mod text;
@@ -33,6 +34,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<wsgi_response::WsgiResponse>()?;
     m.add_class::<asgi_cycle::AsgiCycle>()?;
     m.add_class::<asgi_cycle::ResponseState>()?;
+    m.add_class::<request_counts::RequestCounts>()?;
     m.add("ProxyHeaderError", py.get_type::<proxy::ProxyHeaderError>())?;
     m.add_class::<proxy::ProxyHeader>()?;
     m.add_function(wrap_pyfunction!(proxy::parse_proxy_header, m)?)?;

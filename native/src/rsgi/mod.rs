@@ -33,7 +33,7 @@ macro_rules! protocol_object {
                 app.call1(py, (scope, self.clone_ref(py)))
             }
 
-            fn finish(&self, error: bool) -> Finish {
+            fn finish(&self, _py: Python<'_>, error: bool) -> Finish {
                 self.get().finish(error)
             }
 
