@@ -45,9 +45,10 @@ impl ProtocolObject for WorkerCycle {
         let finish = match state {
             _ if gone => Finish::ClientGone,
             ResponseState::Complete => Finish::Answered,
-            _ if error && state == ResponseState::NotStarted => Finish::ErrorBeforeResponse,
+            ResponseState::NotStarted | ResponseState::Started if error => {
+                Finish::ErrorBeforeResponse
+            }
             ResponseState::NotStarted => Finish::NoResponse,
-            ResponseState::Started if error => Finish::ErrorBeforeResponse,
             _ if error => Finish::CutOff,
             _ => Finish::Incomplete,
         };

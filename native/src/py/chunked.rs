@@ -49,20 +49,18 @@ impl ChunkedDecoder {
         py: Python<'py>,
         data: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        self.out.clear();
-        let (inner, out) = (&mut self.inner, &mut self.out);
-        with_bytes(data, |b| inner.feed(b, out))?.map_err(|e| to_pyerr(py, e))?;
+        with_bytes(data, |b| self.decode(b).map(drop))?.map_err(|e| to_pyerr(py, e))?;
         Ok(PyBytes::new(py, &self.out))
     }
 
     #[getter]
     fn done(&self) -> bool {
-        self.inner.done()
+        self.is_done()
     }
 
     #[getter]
     fn leftover<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, self.inner.leftover())
+        PyBytes::new(py, self.rest())
     }
 
     #[getter]
