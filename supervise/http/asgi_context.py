@@ -13,7 +13,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from supervise._native import AppCalls, RequestCounts, RequestParser
+from supervise._native import AppCalls, AsgiHttpShared, RequestCounts, RequestParser
+from supervise.http.asgi_cycle import RequestCycle
 from supervise.http.asgi_engine import make_log_outcome
 from supervise.http.health import HealthProbes
 from supervise.http.proxy import ProxyRules
@@ -83,9 +84,9 @@ class AsgiContext:
         # when no metrics are read.
         self.record = record
         self.scheme = "https" if is_tls else "http"
-        self.parse = RequestParser(
+        self.parser = RequestParser(
             cfg.limit_request_line, cfg.limit_request_fields, cfg.limit_request_field_size
-        ).parse
+        )
         self.header_timeout = float(cfg.header_timeout) or _NEVER
         self.keepalive = float(cfg.keepalive)
         self.send_timeout = float(cfg.send_timeout)
@@ -126,9 +127,6 @@ class AsgiContext:
         # (set by the worker).
         self.statics: Any = None
         self.health_checked: Callable[[], None] = _nothing
-        # Whether anything is decided before the app (HttpProtocol._screen),
-        # so that a request with nothing to decide reads one flag.
-        self.screened = bool(self.limit_body or self.limit_concurrency)
         self.log_probes = bool(cfg.health_access_log) and self.access_log
         # What each request's AppRun calls: the app, the log line of one it
         # left unanswered or that raised (the engine's wording), and the
@@ -136,6 +134,20 @@ class AsgiContext:
         self.calls = AppCalls(
             app=app, log_outcome=make_log_outcome(log=log), done=account if self.timed else None
         )
+        # What the HTTP/1.1 connections read per request, natively (last:
+        # it reads the attributes above).
+        self.http1 = AsgiHttpShared(self, RequestCycle)
+        self.screened = bool(self.limit_body or self.limit_concurrency)
+
+    @property
+    def screened(self) -> bool:
+        """Whether anything is decided before the app (HttpProtocol._screen),
+        so that a request with nothing to decide reads one flag."""
+        return self.http1.screened
+
+    @screened.setter
+    def screened(self, value: bool) -> None:
+        self.http1.screened = value
 
     @property
     def in_flight(self) -> int:

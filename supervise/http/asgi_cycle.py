@@ -213,7 +213,7 @@ class RequestCycle(AsgiCycle):
 
         return app
 
-    # -- the request's end (AppRun runs the app: native/src/asgi/worker_cycle.rs) -------
+    # -- the request's end (AppRun runs the app: native/src/asgi/worker/run.rs) -------
     def _account(self, seconds: float) -> None:
         """The request's figures (--metrics) and its access log line."""
         ctx = self.proto.ctx

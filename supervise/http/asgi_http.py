@@ -1,11 +1,16 @@
 """ASGI over HTTP/1.1 on asyncio: one ``HttpProtocol`` per connection.
 
-The protocol object owns the connection: it parses heads with the native
-parser, feeds request bodies to the current ``RequestCycle`` (asgi_cycle.py)
-and starts the next request once a response is complete (keep-alive and
-pipelining, in order). It never blocks and never waits on a timer of its own:
-the worker's tick calls ``sweep()`` to enforce the header and keep-alive
-deadlines, so a request costs no timer handle.
+The protocol object owns the connection: it parses heads, feeds request
+bodies to the current ``RequestCycle`` (asgi_cycle.py) and starts the next
+request once a response is complete (keep-alive and pipelining, in order).
+Those steps run for every request and are native (``_native.AsgiHttpConnection``,
+the base class: native/src/asgi/worker/connection.rs, with the fields); this
+subclass holds what is rare or waits: a connection queued for a slot, what is
+answered before the app, the WebSocket upgrade, proxy headers that name a
+client, refusals, write-side flow control and the sweep. It never blocks and
+never waits on a timer of its own: the worker's tick calls ``sweep()`` to
+enforce the header and keep-alive deadlines, so a request costs no timer
+handle.
 
 Flow control both ways: reading pauses while the app has not taken the body
 already buffered (or pipelined requests pile up), and the cycle's ``send``
@@ -20,10 +25,9 @@ import asyncio
 from time import monotonic
 from typing import Any
 
-from supervise._native import ParseError, asgi_response_head, run_asgi_cycle
+from supervise._native import AsgiHttpConnection, asgi_response_head
 from supervise.http.asgi_context import AsgiContext
-from supervise.http.asgi_cycle import RequestCycle
-from supervise.http.asgi_scope import ConnectionInfo, http_scope, websocket_scope
+from supervise.http.asgi_scope import ConnectionInfo, apply_proxy_fields, websocket_scope
 from supervise.http.errors import error_response
 from supervise.http.health import HealthProbes
 from supervise.http.proxy import ContradictoryScheme
@@ -32,39 +36,20 @@ from supervise.http.server_answers import AnsweredRecord, probe_environ
 from supervise.http.state import IDLE_GRACE_ON_STOP
 from supervise.http.write_stall import WriteStall
 
-_NEVER = float("inf")
 
-# Unparsed bytes (pipelined requests waiting behind the current one) past
-# which reading pauses until the current response is done.
-PIPELINE_LIMIT = 256 * 1024
+class HttpProtocol(AsgiHttpConnection, asyncio.Protocol):
+    """One HTTP/1.1 connection of an asgi worker. Built as
+    ``HttpProtocol(ctx, peer=None)``; ``peer`` is the client a PROXY header
+    named (None: the socket's own peer)."""
 
-
-class HttpProtocol(asyncio.Protocol):
-    """One HTTP/1.1 connection of an asgi worker."""
+    __slots__ = ("_drained", "write_stall")
 
     def __init__(self, ctx: AsgiContext, peer: tuple[str, int] | None = None) -> None:
-        self.ctx = ctx
-        # The client a PROXY header named (--proxy-protocol); None: the socket's peer.
-        self.peer = peer
-        self.transport: Any = None
-        self.info: ConnectionInfo | None = None
-        self.buf = b""  # bytes no request has consumed yet
-        self.cycle: RequestCycle | None = None  # the request whose response is not done
-        # When the worker's sweep gives up on this connection while no request
-        # is being served: header_timeout for a head, keepalive when idle.
-        self.deadline = _NEVER
-        self.served = False  # has answered a request: idle then means keep-alive idle
-        # Since when it waits on its client: seated, or its last response done.
-        self.idle_since = 0.0
-        self.read_paused = False
-        self.write_paused = False
         self.write_stall = WriteStall(ctx.send_timeout, ctx.send_min_rate)
-        self._dispatching = False  # inside _next_request
-        self._again = False
         self._drained: asyncio.Future[None] | None = None
         ctx.arriving[self] = monotonic()
 
-    # -- asyncio callbacks -----------------------------------------------------
+    # -- asyncio callbacks (data_received: AsgiHttpConnection) ----------------
     def connection_made(self, transport: Any) -> None:  # type: ignore[override]
         ctx = self.ctx
         self.transport = transport
@@ -91,6 +76,12 @@ class HttpProtocol(asyncio.Protocol):
         self.idle_since = now = monotonic()
         self.deadline = now + ctx.header_timeout
 
+    def _data_while_queued(self, data: bytes) -> None:
+        # uvloop may deliver what came with the connection before
+        # pause_reading takes effect. Kept for when its slot comes.
+        self.buf += data
+        self.transport.pause_reading()
+
     def waiting(self) -> tuple[float, float] | None:
         return (self.idle_since, self.deadline) if self.cycle is None else None
 
@@ -104,30 +95,6 @@ class HttpProtocol(asyncio.Protocol):
             self.cycle.disconnected()
         self._wake_writers()
 
-    def data_received(self, data: bytes) -> None:
-        if self.info is None:
-            # Queued: uvloop may deliver what came with the connection before
-            # pause_reading takes effect. Kept for when its slot comes.
-            self.buf += data
-            self.transport.pause_reading()
-            return
-        cycle = self.cycle
-        if cycle is not None and cycle.body_pending:
-            data = cycle.feed_body(data)
-            if not data:
-                return
-        if self.buf:
-            self.buf += data
-        else:
-            self.buf = data
-            if cycle is None:
-                # The head must be complete within header_timeout of its first byte.
-                self.deadline = monotonic() + self.ctx.header_timeout
-        if cycle is None:
-            self._next_request()
-        elif len(self.buf) > PIPELINE_LIMIT:
-            self.pause_reading()
-
     def pause_writing(self) -> None:
         self.write_paused = True
         self.write_stall.paused(self.transport, monotonic())
@@ -137,7 +104,8 @@ class HttpProtocol(asyncio.Protocol):
         self.write_stall.resumed(self.transport, monotonic())
         self._wake_writers()
 
-    # -- what the cycle and the worker use ---------------------------------------
+    # -- what the cycle and the worker use (pause_reading, resume_reading,
+    # close, response_complete: AsgiHttpConnection) ---------------------------
     async def drain(self) -> None:
         """Wait until the transport's write buffer is below its low-water mark."""
         if self._drained is None:
@@ -148,39 +116,6 @@ class HttpProtocol(asyncio.Protocol):
         waiter, self._drained = self._drained, None
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
-
-    def pause_reading(self) -> None:
-        if not self.read_paused and not self.transport.is_closing():
-            self.read_paused = True
-            self.transport.pause_reading()
-
-    def resume_reading(self) -> None:
-        if self.read_paused:
-            self.read_paused = False
-            if not self.transport.is_closing():
-                self.transport.resume_reading()
-
-    def response_complete(self, cycle: RequestCycle, keep_alive: bool) -> None:
-        """The cycle's response is fully written: close, or wait for the next request."""
-        if self.cycle is not cycle:
-            return
-        self.cycle = None
-        if not keep_alive or self.ctx.state.stopping or self.transport.is_closing():
-            self.close()
-            return
-        self.served = True
-        self.idle_since = now = monotonic()
-        if self.read_paused:
-            self.resume_reading()
-        if self.buf:
-            self.deadline = now + self.ctx.header_timeout
-            self._next_request()
-        else:
-            self.deadline = now + self.ctx.keepalive
-
-    def close(self) -> None:
-        if not self.transport.is_closing():
-            self.transport.close()
 
     def shutdown(self) -> None:
         """A graceful stop began: idle keep-alive connections close (after a short
@@ -214,63 +149,27 @@ class HttpProtocol(asyncio.Protocol):
         ):
             self.close()
 
-    # -- requests ------------------------------------------------------------------
-    def _next_request(self) -> None:
-        """Serve the next buffered request. A response completed while the app ran
-        synchronously (eager tasks) asks again; that is looped here, not recursed,
-        so a long pipeline cannot exhaust the stack."""
-        if self._dispatching:
-            self._again = True
-            return
-        self._dispatching = True
-        try:
-            self._again = True
-            while self._again and self.cycle is None and self.buf:
-                self._again = False
-                self._dispatch()
-        finally:
-            self._dispatching = False
-
-    def _dispatch(self) -> None:
+    # -- a request's rare steps (the native dispatch calls these) ---------------
+    def _try_upgrade(self, req: Any, size: int) -> bool:
+        """A head with an Upgrade field: whether it became a WebSocket (else
+        it is served as a plain request)."""
         ctx = self.ctx
-        buf = self.buf
-        try:
-            found = ctx.parse(buf)
-        except ParseError as exc:
-            self._refuse(exc.status, exc.reason)
-            return
-        if found is None:
-            if len(buf) > PIPELINE_LIMIT:  # the parser's limits make this unreachable
-                self._refuse(431, "Request head too large")
-            return
-        req, size = found
-        self.deadline = _NEVER
         upgrade = req.upgrade
-        if upgrade is not None and ctx.ws_protocol is not None and upgrade.lower() == "websocket":
-            self._upgrade(req, buf[:size], buf[size:])
-            return
-        self.buf = buf[size:]
-        static = None
-        if ctx.screened:
-            answered, static = self._screen(req)
-            if answered:
-                return
-        assert self.info is not None
+        if ctx.ws_protocol is None or upgrade is None or upgrade.lower() != "websocket":
+            return False
+        buf = self.buf
+        self._upgrade(req, buf[:size], buf[size:])
+        return True
+
+    def _proxied(self, scope: dict[str, Any], found: dict[str, str]) -> bool:
+        """A trusted peer's proxy headers applied to the scope; False when they
+        contradict each other (the request is refused)."""
         try:
-            scope = http_scope(ctx, self.info, req)
+            apply_proxy_fields(self.ctx, scope, found, websocket=False)
         except ContradictoryScheme as exc:
             self._refuse(400, str(exc))
-            return
-        self.cycle = cycle = RequestCycle(self, req, scope)
-        if static is not None and (req.content_length or req.chunked):
-            # A static answer reads no body: what follows the head is not a
-            # request, so the connection ends with the answer.
-            cycle.keep_alive = False
-        if self.buf and cycle.body_pending:
-            rest, self.buf = self.buf, b""
-            self.buf = cycle.feed_body(rest)
-        app = cycle.static_app(static) if static is not None else None
-        ctx.start_task(run_asgi_cycle(ctx.calls, cycle, app))
+            return False
+        return True
 
     def _screen(self, req: Any) -> tuple[bool, Any]:
         """What the settings decide before the app (probes, static files, the

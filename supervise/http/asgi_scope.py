@@ -20,7 +20,8 @@ def _sockaddr(addr: Any) -> tuple[str, int] | None:
     return None
 
 
-# What http_scope sets per request (fill_asgi_scope's keys, and the state).
+# What each HTTP request sets (fill_asgi_scope's keys, and the state: the
+# scope is built by the native connection, native/src/asgi/worker/connection.rs).
 _REQUEST_KEYS = ("state", "http_version", "method", "path", "raw_path", "query_string", "headers")
 
 
@@ -112,16 +113,6 @@ def _websocket_scope(ctx: AsgiContext, info: ConnectionInfo, req: Any) -> dict[s
     return scope
 
 
-def http_scope(ctx: AsgiContext, info: ConnectionInfo, req: Any) -> dict[str, Any]:
-    """The scope of an HTTP request; may raise ContradictoryScheme (proxy headers)."""
-    scope = info.http_base.copy()
-    scope["state"] = ctx.lifespan_state.copy()
-    req.fill_asgi_scope(scope, ctx.root_path, True)
-    if info.trusted:
-        _apply_proxy_headers(ctx, scope, req, websocket=False)
-    return scope
-
-
 def websocket_scope(ctx: AsgiContext, info: ConnectionInfo, req: Any) -> dict[str, Any]:
     """The scope of a WebSocket handshake request."""
     scope = _websocket_scope(ctx, info, req)
@@ -144,8 +135,15 @@ def websocket_scope(ctx: AsgiContext, info: ConnectionInfo, req: Any) -> dict[st
 
 def _apply_proxy_headers(ctx: AsgiContext, scope: dict, req: Any, *, websocket: bool) -> None:
     found = req.fields_named(ctx.proxy.header_tuple)
-    if found is None:
-        return
+    if found is not None:
+        apply_proxy_fields(ctx, scope, found, websocket=websocket)
+
+
+def apply_proxy_fields(
+    ctx: AsgiContext, scope: dict[str, Any], found: dict[str, str], *, websocket: bool
+) -> None:
+    """The scheme and client a trusted peer's proxy fields (``found``, by
+    name) give; may raise ContradictoryScheme."""
     scheme, client = ctx.proxy.resolve(found.get, wsgi=False)
     if scheme is not None:
         scope["scheme"] = {"http": "ws", "https": "wss"}[scheme] if websocket else scheme

@@ -5,12 +5,12 @@
 //! results are awaitables completed without an asyncio Future when the
 //! answer is known at once (`send` of a buffered message, `receive` of an
 //! empty body). The asgi worker's requests run through the same `AppRun`
-//! (`worker_cycle`).
+//! (`worker/`, with the worker's connection and request cycle).
 
 mod app;
 mod cycle;
 mod messages;
-mod worker_cycle;
+mod worker;
 
 pub use app::AsgiApp;
 pub use cycle::HttpCycle;
@@ -20,6 +20,6 @@ use pyo3::prelude::*;
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<app::AsgiApp>()?;
     m.add_class::<cycle::HttpCycle>()?;
-    m.add_function(wrap_pyfunction!(worker_cycle::run_asgi_cycle, m)?)?;
+    worker::register(m)?;
     Ok(())
 }

@@ -1,10 +1,9 @@
 //! The Python face of `http1_codec`, `proxy`, `relay`, `static_files` and `x509_name`: thin conversions, nothing decided here.
 
-pub(crate) mod asgi_cycle;
 pub(crate) mod asgi_scope;
 pub(crate) mod awaitable;
 pub(crate) mod body_bytes;
-mod chunked;
+pub(crate) mod chunked;
 pub(crate) mod environ;
 mod errors;
 mod proxy;
@@ -32,8 +31,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(response::set_date_header, m)?)?;
     m.add_function(wrap_pyfunction!(response::set_server_header, m)?)?;
     m.add_class::<wsgi_response::WsgiResponse>()?;
-    m.add_class::<asgi_cycle::AsgiCycle>()?;
-    m.add_class::<asgi_cycle::ResponseState>()?;
     m.add_class::<request_counts::RequestCounts>()?;
     m.add("ProxyHeaderError", py.get_type::<proxy::ProxyHeaderError>())?;
     m.add_class::<proxy::ProxyHeader>()?;

@@ -12,7 +12,7 @@ use super::asgi_scope;
 use super::environ::{self, method_str};
 use super::errors::to_pyerr;
 use super::text::{latin1, with_bytes};
-use crate::http1_codec::{parse_request, Limits, RequestHead, Version};
+use crate::http1_codec::{parse_request, Limits, ParseError, RequestHead, Version};
 
 /// Parses request heads under fixed limits (one parser per worker).
 #[pyclass(module = "supervise._native", frozen)]
@@ -41,11 +41,7 @@ impl RequestParser {
     /// `(Request, head_length)` once `buf` holds a whole head, `None` while it
     /// is incomplete; `ParseError` when invalid or over a limit.
     fn parse(&self, py: Python<'_>, buf: &Bound<'_, PyAny>) -> PyResult<Option<(Request, usize)>> {
-        match with_bytes(buf, |b| parse_request(b, &self.limits))? {
-            Ok(Some((head, n))) => Ok(Some((Request::new(head), n))),
-            Ok(None) => Ok(None),
-            Err(e) => Err(to_pyerr(py, e)),
-        }
+        with_bytes(buf, |b| self.parse_head(b))?.map_err(|e| to_pyerr(py, e))
     }
 
     #[getter]
@@ -61,6 +57,13 @@ impl RequestParser {
     #[getter]
     fn limit_request_field_size(&self) -> usize {
         self.limits.field_size
+    }
+}
+
+impl RequestParser {
+    /// `parse` for Rust callers: the error as the codec gives it, no exception made.
+    pub(crate) fn parse_head(&self, buf: &[u8]) -> Result<Option<(Request, usize)>, ParseError> {
+        Ok(parse_request(buf, &self.limits)?.map(|(head, n)| (Request::new(head), n)))
     }
 }
 
@@ -169,7 +172,7 @@ impl Request {
     /// values joined by ","; None when it carries none of them. The proxy
     /// rules look for a few names on every request from a trusted peer, and
     /// most carry none: one pass here, not a Python loop over every field.
-    fn fields_named<'py>(
+    pub(crate) fn fields_named<'py>(
         &self,
         py: Python<'py>,
         names: &Bound<'py, PyTuple>,
@@ -215,7 +218,7 @@ impl Request {
 
     /// Adds this request's ASGI scope keys to `scope` (which holds the
     /// connection's); `http` False for a WebSocket scope, which has no method.
-    fn fill_asgi_scope(
+    pub(crate) fn fill_asgi_scope(
         &self,
         scope: &Bound<'_, PyDict>,
         root_path: &str,

@@ -1,4 +1,4 @@
-//! The asgi worker's request (`py::asgi_cycle::AsgiCycle`, on the worker's
+//! The asgi worker's request (`cycle::AsgiCycle`, on the worker's
 //! own asyncio connection) as `AppRun` runs it: the same stepper, outcome
 //! and log lines as the engine's ASGI requests, where a Python coroutine
 //! around the app did this before (one more frame at every step, and the
@@ -11,8 +11,8 @@
 use pyo3::intern;
 use pyo3::prelude::*;
 
+use super::cycle::{AsgiCycle, ResponseState};
 use crate::bridge::{AppCalls, AppRun, Finish, ProtocolObject};
-use crate::py::asgi_cycle::{AsgiCycle, ResponseState};
 
 struct WorkerCycle {
     cycle: Py<AsgiCycle>,
@@ -69,7 +69,7 @@ impl ProtocolObject for WorkerCycle {
 /// with the cycle's scope, `receive` and `send`.
 #[pyfunction]
 #[pyo3(signature = (calls, cycle, app = None))]
-pub fn run_asgi_cycle(
+pub(super) fn run_asgi_cycle(
     py: Python<'_>,
     calls: Py<AppCalls>,
     cycle: Py<AsgiCycle>,

@@ -1,4 +1,4 @@
-//! The request body's half of `AsgiCycle` (`asgi_cycle.rs`, whose
+//! The request body's half of `AsgiCycle` (`cycle.rs`, whose
 //! `#[pymethods]` call these): bytes from the connection into the cycle,
 //! with reading paused while the app lags, and out to the app's `receive`.
 
@@ -6,7 +6,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use super::{joined, monotonic, AsgiCycle, ResponseState};
+use super::{joined, monotonic, AsgiCycle, AsgiHttpConnection, ResponseState};
 use crate::py::awaitable::Ready;
 
 /// Request body buffered for the app past which reading pauses.
@@ -17,7 +17,7 @@ impl AsgiCycle {
     /// (the next request's bytes). Reading pauses past `BODY_HIGH_WATER`
     /// bytes the app has not taken; a chunked body that breaks its framing
     /// goes to the subclass's `_bad_body`.
-    pub(super) fn feed_body_impl<'py>(
+    pub(in crate::asgi::worker) fn feed_body_impl<'py>(
         slf: &Bound<'py, Self>,
         data: &Bound<'py, PyBytes>,
     ) -> PyResult<Bound<'py, PyBytes>> {
@@ -75,7 +75,7 @@ impl AsgiCycle {
             };
             body.bind(py).append(payload)?;
             if buffered > BODY_HIGH_WATER {
-                proto.call_method0(py, intern!(py, "pause_reading"))?;
+                AsgiHttpConnection::pause_reading(proto.bind(py))?;
             }
         }
         Self::wake_impl(slf)?;
@@ -127,7 +127,7 @@ impl AsgiCycle {
         };
         body.del_slice(0, parts.len())?;
         if pending {
-            proto.call_method0(py, intern!(py, "resume_reading"))?;
+            AsgiHttpConnection::resume_reading(proto.bind(py))?;
         }
         let message = PyDict::new(py);
         message.set_item(intern!(py, "type"), intern!(py, "http.request"))?;

@@ -1,14 +1,14 @@
 //! `AsgiCycle`: the state of one request of the asgi worker, and what of it
 //! runs on every request: taking body bytes from the connection
 //! (`feed_body`), `receive` when the body is there (that half of it in
-//! `asgi_cycle_body.rs`), and `send` for the two messages of nearly every
+//! `cycle_body.rs`), and `send` for the two messages of nearly every
 //! response (`http.response.start`, then the body). Everything that waits
 //! or is rare is the Python subclass's (`supervise/http/asgi_cycle.py`:
 //! `receive` that must wait, the other messages, what an app left
 //! unanswered, the log lines), which reads and sets the fields
-//! exposed here. The connection stays Python: this writes to its transport,
-//! pauses and resumes its reading, and tells it when the response is
-//! complete.
+//! exposed here. It writes to the connection's transport, pauses and
+//! resumes its reading, and tells it when the response is complete
+//! (`connection.rs`).
 //!
 //! The response is a state machine (`ResponseState`): the head waits for the
 //! first body message, so a body that comes in one message goes out in one
@@ -25,14 +25,15 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyInt, PyList, PyMemoryView, PyString, PyTuple};
 use pyo3::{ffi, intern};
 
-use super::awaitable::done;
-use super::chunked::ChunkedDecoder;
-use super::request::Request;
-use super::request_counts::RequestCounts;
-use super::response::asgi_head;
+use super::connection::AsgiHttpConnection;
 use crate::http1_codec::Version;
+use crate::py::awaitable::done;
+use crate::py::chunked::ChunkedDecoder;
+use crate::py::request::Request;
+use crate::py::request_counts::RequestCounts;
+use crate::py::response::asgi_head;
 
-#[path = "asgi_cycle_body.rs"]
+#[path = "cycle_body.rs"]
 mod body;
 
 /// Bodies up to this size go out joined to their head (one small copy, one
@@ -66,7 +67,7 @@ pub enum ResponseState {
 #[pyclass(subclass, module = "supervise._native")]
 pub struct AsgiCycle {
     #[pyo3(get)]
-    proto: Py<PyAny>,
+    proto: Py<AsgiHttpConnection>,
     #[pyo3(get)]
     req: Py<Request>,
     #[pyo3(get)]
@@ -148,10 +149,18 @@ impl AsgiCycle {
     pub(crate) fn counts(&self) -> &Py<RequestCounts> {
         &self.counts
     }
+
+    pub(super) fn body_pending(&self) -> bool {
+        self.body_pending
+    }
+
+    pub(super) fn set_keep_alive(&mut self, keep_alive: bool) {
+        self.keep_alive = keep_alive;
+    }
 }
 
 /// `time.monotonic()`, the clock the worker's sweep reads.
-fn monotonic(py: Python<'_>) -> PyResult<f64> {
+pub(crate) fn monotonic(py: Python<'_>) -> PyResult<f64> {
     static MONOTONIC: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     MONOTONIC
         .import(py, "time", "monotonic")?
@@ -166,7 +175,7 @@ fn write(transport: &Bound<'_, PyAny>, data: Bound<'_, PyBytes>) -> PyResult<()>
 
 /// `parts` as one new bytes object, written once: `PyBytes::new_with`
 /// zero-fills its buffer first, which cost as much as the copy.
-fn joined<'py>(py: Python<'py>, parts: &[&[u8]]) -> PyResult<Bound<'py, PyBytes>> {
+pub(super) fn joined<'py>(py: Python<'py>, parts: &[&[u8]]) -> PyResult<Bound<'py, PyBytes>> {
     let size: usize = parts.iter().map(|p| p.len()).sum();
     // SAFETY: a NULL source asks CPython for an uninitialised bytes object of
     // `size` bytes (a new reference, or NULL with an exception set); every
@@ -210,26 +219,29 @@ impl AsgiCycle {
     #[new]
     fn new(
         py: Python<'_>,
-        proto: &Bound<'_, PyAny>,
+        proto: Bound<'_, AsgiHttpConnection>,
         req: Bound<'_, Request>,
         scope: Py<PyAny>,
     ) -> PyResult<Self> {
-        let ctx = proto.getattr(intern!(py, "ctx"))?;
-        let keepalive: f64 = ctx.getattr(intern!(py, "keepalive"))?.extract()?;
+        let (transport, shared) = {
+            let conn = proto.borrow();
+            (conn.transport().clone_ref(py), conn.shared().clone_ref(py))
+        };
+        let shared = shared.get();
         let head = req.get().head();
         let (decoder, body_pending, remaining) = if head.chunked {
-            let limit: u64 = ctx.getattr(intern!(py, "limit_body"))?.extract()?;
-            (Some(Py::new(py, ChunkedDecoder::new(limit))?), true, 0)
+            let decoder = ChunkedDecoder::new(shared.limit_body());
+            (Some(Py::new(py, decoder)?), true, 0)
         } else {
             let remaining = head.content_length.unwrap_or(0);
             (None, remaining > 0, remaining)
         };
         Ok(AsgiCycle {
-            transport: proto.getattr(intern!(py, "transport"))?.unbind(),
-            serve_state: ctx.getattr(intern!(py, "state"))?.unbind(),
-            proto: proto.clone().unbind(),
+            transport,
+            serve_state: shared.serve_state().clone_ref(py),
+            proto: proto.unbind(),
             http11: head.version == Version::Http11,
-            keep_alive: head.keep_alive && keepalive > 0.0,
+            keep_alive: head.keep_alive && shared.keepalive() > 0.0,
             is_head: head.method() == b"HEAD",
             continue_sent: !head.expect_continue,
             req: req.unbind(),
@@ -251,7 +263,7 @@ impl AsgiCycle {
             chunked: false,
             length: -1,
             sent: 0,
-            counts: ctx.getattr(intern!(py, "counts"))?.cast_into()?.unbind(),
+            counts: shared.counts().clone_ref(py),
         })
     }
 
@@ -320,7 +332,7 @@ impl AsgiCycle {
             _ => return slow(),
         }
         let proto = slf.borrow().proto.clone_ref(py).into_bound(py);
-        if proto.getattr(intern!(py, "write_paused"))?.is_truthy()? && !slf.borrow().gone {
+        if proto.borrow().is_write_paused() && !slf.borrow().gone {
             return proto.call_method0(intern!(py, "drain"));
         }
         Ok(done(py).into_bound(py))
@@ -371,8 +383,7 @@ impl AsgiCycle {
             slf.call_method0(intern!(py, "_log_short_body"))?;
         }
         Self::wake_impl(slf)?;
-        proto.call_method1(py, intern!(py, "response_complete"), (slf, keep_alive))?;
-        Ok(())
+        AsgiHttpConnection::response_complete(proto.bind(py), slf, keep_alive)
     }
 }
 
