@@ -3,10 +3,11 @@
 Wall-clock figures on a shared VM move 15-40% between runs; an instruction
 count does not. This starts a server under callgrind (children traced, so a
 supervise worker or a Granian worker is counted in its own file), sends a
-fixed number of requests with ``h2load --h1 -c 8``, stops it, and keeps the
-busiest process's total; twice, for two request counts. The difference of the
-totals over the difference of the requests is one request's cost, start-up
-and the first request cancelled out. The kernel's share is not in it.
+fixed number of requests with ``h2load --h1 -c 8`` (POSTs with ``--data
+FILE``), stops it, and keeps the busiest process's total; twice, for two
+request counts. The difference of the totals over the difference of the
+requests is one request's cost, start-up and the first request cancelled
+out. The kernel's share is not in it.
 
     python benchmarks/tools/worker_instructions.py -- supervise -k gthread --threads 4 \\
         -w 1 -b 127.0.0.1:8711 apps.wsgi_app:app
@@ -54,8 +55,11 @@ def _wait_ready(url: str, server: subprocess.Popen, seconds: float) -> None:
     raise SystemExit(f"no answer from {url} within {seconds:.0f} s")
 
 
-def count(command: list[str], url: str, requests: int, folder: Path) -> int:
-    """Total instructions of the busiest process for ``requests`` requests."""
+def count(
+    command: list[str], url: str, requests: int, folder: Path, data: Path | None = None
+) -> int:
+    """Total instructions of the busiest process for ``requests`` requests (POSTs of
+    ``data``'s bytes when given)."""
     folder.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     cg = ["valgrind", "--tool=callgrind", "--trace-children=yes"]
@@ -65,6 +69,8 @@ def count(command: list[str], url: str, requests: int, folder: Path) -> int:
     try:
         _wait_ready(url, server, 120)
         load = ["h2load", "--h1", "-c", "8", "-m", "1", "-n", str(requests), url]
+        if data is not None:
+            load[1:1] = ["-d", str(data)]
         out = subprocess.run(load, capture_output=True, text=True, check=True).stdout
         if f"{requests} succeeded" not in out:
             raise SystemExit(f"not every request succeeded:\n{out}")
@@ -79,13 +85,14 @@ def main() -> None:
     p.add_argument("--url", default="http://127.0.0.1:8711/4b")
     p.add_argument("--first", type=int, default=2000, help="requests in the first run")
     p.add_argument("--second", type=int, default=6000, help="requests in the second run")
+    p.add_argument("--data", type=Path, help="POST this file's bytes (h2load -d)")
     p.add_argument("--keep", type=Path, help="leave the callgrind files here")
     p.add_argument("command", nargs="+", help="the server command, after --")
     args = p.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="instructions-"))
     try:
-        first = count(args.command, args.url, args.first, folder / str(args.first))
-        second = count(args.command, args.url, args.second, folder / str(args.second))
+        first = count(args.command, args.url, args.first, folder / str(args.first), args.data)
+        second = count(args.command, args.url, args.second, folder / str(args.second), args.data)
     finally:
         if args.keep is None:
             shutil.rmtree(folder, ignore_errors=True)
