@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import IO, Any
 
-from supervise import log_config, log_json
+from supervise import _native, log_config, log_json
 from supervise.config import ConfigError
 from supervise.log_writer import LineWriter
 
@@ -75,6 +75,11 @@ def _environ_atom(key: str, default: str = "-") -> Getter:
 _time_cache: tuple[int, str] = (0, "")
 
 
+def time_text(now: int) -> str:
+    """The ``t`` atom for the second ``now``."""
+    return time.strftime("[%d/%b/%Y:%H:%M:%S %z]", time.localtime(now))
+
+
 def _atom_t(resp: Any, environ: Mapping[str, Any], rt: float) -> str:
     # One strftime per second at most; a tuple is swapped in whole, so threads never
     # see a second that does not match its text.
@@ -82,7 +87,7 @@ def _atom_t(resp: Any, environ: Mapping[str, Any], rt: float) -> str:
     now = int(time.time())
     cached = _time_cache
     if cached[0] != now:
-        cached = (now, time.strftime("[%d/%b/%Y:%H:%M:%S %z]", time.localtime(now)))
+        cached = (now, time_text(now))
         _time_cache = cached
     return cached[1]
 
@@ -206,23 +211,34 @@ def _atom(key: str) -> Getter:
 _PLACEHOLDER = re.compile(r"%\((?P<key>[^)]*)\)(?P<spec>[-#0 +]*\d*(?:\.\d+)?[diouxXeEfFgGcrsa])")
 
 
-def compile_access_format(fmt: str) -> tuple[str, tuple[Getter, ...]]:
-    """Split ``fmt`` into a %-template with positional placeholders and its getters."""
-    template: list[str] = []
-    getters: list[Getter] = []
+# (literal text before it, key, spec, getter) for each placeholder
+AccessPiece = tuple[str, str, str, Getter]
+
+
+def access_pieces(fmt: str) -> tuple[list[AccessPiece], str]:
+    """Split ``fmt`` into its placeholders and the literal text after the last one.
+    Literal text keeps a "%%" as one "%", and any other "%" stays literal."""
+    pieces: list[AccessPiece] = []
     pos = 0
     for m in _PLACEHOLDER.finditer(fmt):
-        # Literal text keeps a "%%" as one "%", and any other "%" stays literal.
-        template.append(fmt[pos : m.start()].replace("%%", "%").replace("%", "%%"))
-        template.append("%" + m.group("spec"))
-        getters.append(_atom(m.group("key")))
+        literal = fmt[pos : m.start()].replace("%%", "%")
+        pieces.append((literal, m.group("key"), m.group("spec"), _atom(m.group("key"))))
         pos = m.end()
-    template.append(fmt[pos:].replace("%%", "%").replace("%", "%%"))
-    return "".join(template), tuple(getters)
+    return pieces, fmt[pos:].replace("%%", "%")
+
+
+def compile_access_format(fmt: str) -> tuple[str, tuple[Getter, ...]]:
+    """``fmt`` as one %-template with positional placeholders and its getters: the
+    reference the native formatter is tested against (tests/test_access_format.py)."""
+    pieces, tail = access_pieces(fmt)
+    template = [literal.replace("%", "%%") + "%" + spec for literal, _, spec, _ in pieces]
+    return "".join(template) + tail.replace("%", "%%"), tuple(p[3] for p in pieces)
 
 
 def access_line_format(cfg: Any) -> LineFormat:
-    """The function that makes access lines for these settings (log_format)."""
+    """The function that makes access lines for these settings (log_format). Text lines
+    are made natively (native/src/py/access_format.rs): the getters above are the
+    reference, and the native formatter calls them for what it does not read itself."""
     if cfg.log_format == "json":
 
         def json_line(resp: Any, environ: Mapping[str, Any], rt: float) -> str:
@@ -230,12 +246,8 @@ def access_line_format(cfg: Any) -> LineFormat:
             return log_json.access_line(resp, environ, rt, status=status, user=user)
 
         return json_line
-    template, getters = compile_access_format(cfg.access_log_format)
-
-    def text_line(resp: Any, environ: Mapping[str, Any], rt: float) -> str:
-        return template % tuple([g(resp, environ, rt) for g in getters])
-
-    return text_line
+    pieces, tail = access_pieces(cfg.access_log_format)
+    return _native.AccessFormat(pieces, tail, time_text)
 
 
 # --------------------------------------------------------------------------- Logger

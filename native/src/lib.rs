@@ -1,6 +1,7 @@
 //! `supervise._native`: the parts of the server that run for every request.
 //! `http1_codec` is plain Rust; `py` exposes it to the Python workers.
 
+mod access_log;
 mod asgi;
 mod bridge;
 mod coarse_clock;

@@ -1,5 +1,6 @@
-//! The Python face of `http1_codec`, `proxy`, `relay`, `static_files` and `x509_name`: thin conversions, nothing decided here.
+//! The Python face of `http1_codec`, `access_log`, `proxy`, `relay`, `static_files` and `x509_name`: thin conversions, nothing decided here.
 
+mod access_format;
 pub(crate) mod asgi_scope;
 pub(crate) mod awaitable;
 pub(crate) mod body_bytes;
@@ -32,6 +33,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(response::set_server_header, m)?)?;
     m.add_class::<wsgi_response::WsgiResponse>()?;
     m.add_class::<request_counts::RequestCounts>()?;
+    m.add_class::<access_format::AccessFormat>()?;
     m.add("ProxyHeaderError", py.get_type::<proxy::ProxyHeaderError>())?;
     m.add_class::<proxy::ProxyHeader>()?;
     m.add_function(wrap_pyfunction!(proxy::parse_proxy_header, m)?)?;

@@ -1,0 +1,354 @@
+//! `AccessFormat`: one text access line per call, for `supervise/logs.py`.
+//!
+//! A placeholder's value is read here when it is one of the common atoms and
+//! its value has the plain type the servers give (an exact str in a dict
+//! environ, an exact int status or size, a float request time). Anything
+//! else (a spec other than `s`, an unknown atom, a str subclass, a non-dict
+//! mapping, Basic credentials to decode) goes to the placeholder's Python
+//! getter, the reference: the line is the same either way, and the common
+//! line costs no Python frame.
+
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+
+use crate::access_log::{atom, duration_units, escape_into, Atom};
+
+/// One placeholder and the literal text before it.
+struct Piece {
+    literal: String,
+    atom: Atom,
+    /// The environ key of an `Atom::Environ`, made once (its hash is cached).
+    key: Option<Py<PyString>>,
+    /// `"%<spec>"` when the spec is not plain `s`: Python formats the value.
+    template: Option<Py<PyString>>,
+    getter: Py<PyAny>,
+}
+
+#[pyclass(module = "supervise._native", frozen)]
+pub struct AccessFormat {
+    pieces: Vec<Piece>,
+    tail: String,
+    /// `time_text(second) -> str`, called once a second at most.
+    time_text: Py<PyAny>,
+    time_cache: Mutex<(u64, String)>,
+}
+
+/// Why a value is not written natively: its Python getter decides.
+struct Delegate;
+
+type Native = Result<(), Delegate>;
+
+#[pymethods]
+impl AccessFormat {
+    /// `pieces`: `(literal, key, spec, getter)` for each placeholder, with
+    /// `getter(resp, environ, rt)` Python's value of it; `tail`: the text
+    /// after the last one.
+    #[new]
+    fn new(
+        py: Python<'_>,
+        pieces: Vec<(String, String, String, Py<PyAny>)>,
+        tail: String,
+        time_text: Py<PyAny>,
+    ) -> Self {
+        let pieces = pieces
+            .into_iter()
+            .map(|(literal, key, spec, getter)| {
+                let atom = atom(&key);
+                let key = match &atom {
+                    Atom::Environ { key, .. } => Some(PyString::new(py, key).unbind()),
+                    _ => None,
+                };
+                let template =
+                    (spec != "s").then(|| PyString::new(py, &format!("%{spec}")).unbind());
+                Piece {
+                    literal,
+                    atom,
+                    key,
+                    template,
+                    getter,
+                }
+            })
+            .collect();
+        AccessFormat {
+            pieces,
+            tail,
+            time_text,
+            time_cache: Mutex::new((u64::MAX, String::new())),
+        }
+    }
+
+    /// The line for this response, request environ and request time.
+    fn __call__<'py>(
+        &self,
+        resp: &Bound<'py, PyAny>,
+        environ: &Bound<'py, PyAny>,
+        rt: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyString>> {
+        let py = resp.py();
+        let dict = environ.cast_exact::<PyDict>().ok();
+        let mut line = String::with_capacity(256);
+        for piece in &self.pieces {
+            line.push_str(&piece.literal);
+            let native = match (dict, &piece.template) {
+                (Some(dict), None) => self.write_atom(&mut line, piece, resp, dict, rt)?,
+                _ => Err(Delegate),
+            };
+            if native.is_err() {
+                let value = piece.getter.bind(py).call1((resp, environ, rt))?;
+                let text = match &piece.template {
+                    None => value.str()?,
+                    Some(template) => template
+                        .bind(py)
+                        .rem(PyTuple::new(py, [value])?)?
+                        .cast_into()?,
+                };
+                // A lone surrogate (os.environ's undecodable bytes) cannot be
+                // written as UTF-8 by any handler: it becomes U+FFFD here.
+                line.push_str(&text.to_string_lossy());
+            }
+        }
+        line.push_str(&self.tail);
+        Ok(PyString::new(py, &line))
+    }
+}
+
+impl AccessFormat {
+    /// Writes the atom's value, or says its getter must; nothing is written
+    /// before a `Delegate`.
+    fn write_atom(
+        &self,
+        line: &mut String,
+        piece: &Piece,
+        resp: &Bound<'_, PyAny>,
+        environ: &Bound<'_, PyDict>,
+        rt: &Bound<'_, PyAny>,
+    ) -> PyResult<Native> {
+        let py = resp.py();
+        Ok(match &piece.atom {
+            Atom::Environ { default, .. } => {
+                let key = piece
+                    .key
+                    .as_ref()
+                    .expect("an environ atom has its key")
+                    .bind(py);
+                environ_value(line, environ.get_item(key)?.as_ref(), default)
+            }
+            Atom::Dash => {
+                line.push('-');
+                Ok(())
+            }
+            Atom::RequestLine => request_line(line, environ)?,
+            Atom::Status => match resp.getattr_opt(intern!(py, "status_code"))? {
+                Some(code) => write_int(line, &code),
+                None => Err(Delegate),
+            },
+            Atom::SentOrZero | Atom::SentOrDash => {
+                // No attribute reads as None, as getattr(resp, "sent", None).
+                match resp.getattr_opt(intern!(py, "sent"))? {
+                    Some(sent) if !sent.is_none() => write_int(line, &sent),
+                    _ => {
+                        line.push(if piece.atom == Atom::SentOrZero {
+                            '0'
+                        } else {
+                            '-'
+                        });
+                        Ok(())
+                    }
+                }
+            }
+            Atom::Duration { per_second } => match rt.cast_exact::<PyFloat>() {
+                Ok(rt) => match duration_units(rt.value(), *per_second) {
+                    Some(units) => {
+                        let _ = write!(line, "{units}");
+                        Ok(())
+                    }
+                    None => Err(Delegate),
+                },
+                Err(_) => Err(Delegate),
+            },
+            Atom::Pid => {
+                let _ = write!(line, "<{}>", std::process::id());
+                Ok(())
+            }
+            Atom::ResponseHeader { name } => response_header(line, resp, name)?,
+            Atom::Time => {
+                self.write_time(line, py)?;
+                Ok(())
+            }
+            Atom::User => no_basic_user(line, environ)?,
+            Atom::Python => Err(Delegate),
+        })
+    }
+
+    /// `[day/month/year:h:m:s zone]` of this second, cached for the second.
+    fn write_time(&self, line: &mut String, py: Python<'_>) -> PyResult<()> {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        {
+            let cached = self.time_cache.lock().unwrap_or_else(|e| e.into_inner());
+            if cached.0 == now {
+                line.push_str(&cached.1);
+                return Ok(());
+            }
+        }
+        // The lock is not held across the call: it may release the GIL.
+        let text: String = self.time_text.bind(py).call1((now,))?.extract()?;
+        line.push_str(&text);
+        *self.time_cache.lock().unwrap_or_else(|e| e.into_inner()) = (now, text);
+        Ok(())
+    }
+}
+
+/// An environ string escaped, `default` when absent, None or empty.
+fn environ_value(line: &mut String, value: Option<&Bound<'_, PyAny>>, default: &str) -> Native {
+    let Some(value) = value.filter(|v| !v.is_none()) else {
+        line.push_str(default);
+        return Ok(());
+    };
+    let text = exact_str(value)?;
+    if text.is_empty() {
+        line.push_str(default);
+    } else {
+        escape_into(line, text);
+    }
+    Ok(())
+}
+
+/// The text of an exact str; a subclass or a str with lone surrogates is the
+/// getter's to format.
+fn exact_str<'a>(value: &'a Bound<'_, PyAny>) -> Result<&'a str, Delegate> {
+    value
+        .cast_exact::<PyString>()
+        .ok()
+        .and_then(|s| s.to_str().ok())
+        .ok_or(Delegate)
+}
+
+/// An exact int (never a bool) as decimal.
+fn write_int(line: &mut String, value: &Bound<'_, PyAny>) -> Native {
+    let value = value.cast_exact::<PyInt>().map_err(|_| Delegate)?;
+    let value: i64 = value.extract().map_err(|_| Delegate)?;
+    let _ = write!(line, "{value}");
+    Ok(())
+}
+
+/// `r`: "METHOD URI PROTOCOL", the URI the client sent (RAW_URI) or the path
+/// and query; escaped as a whole.
+fn request_line(line: &mut String, environ: &Bound<'_, PyDict>) -> PyResult<Native> {
+    let py = environ.py();
+    let method = environ.get_item(intern!(py, "REQUEST_METHOD"))?;
+    let protocol = environ.get_item(intern!(py, "SERVER_PROTOCOL"))?;
+    let raw_uri = environ
+        .get_item(intern!(py, "RAW_URI"))?
+        .filter(|v| !v.is_none());
+    let (path, query) = match raw_uri {
+        Some(_) => (None, None),
+        None => (
+            environ.get_item(intern!(py, "PATH_INFO"))?,
+            environ.get_item(intern!(py, "QUERY_STRING"))?,
+        ),
+    };
+    let parts = || -> Result<(&str, String, &str), Delegate> {
+        let method = str_or(method.as_ref(), "-")?;
+        let protocol = str_or(protocol.as_ref(), "-")?;
+        let mut uri = match &raw_uri {
+            Some(raw) => exact_str(raw)?.to_owned(),
+            None => str_or(path.as_ref(), "")?.to_owned(),
+        };
+        if let Some(query) = query.as_ref().filter(|v| !v.is_none()) {
+            let query = exact_str(query)?;
+            if !query.is_empty() {
+                uri.push('?');
+                uri.push_str(query);
+            }
+        }
+        Ok((method, uri, protocol))
+    };
+    let (method, uri, protocol) = match parts() {
+        Ok(parts) => parts,
+        Err(d) => return Ok(Err(d)),
+    };
+    escape_into(line, method);
+    line.push(' ');
+    escape_into(line, &uri);
+    line.push(' ');
+    escape_into(line, protocol);
+    Ok(Ok(()))
+}
+
+/// An exact str's text, `absent` when there is no such key.
+fn str_or<'a>(value: Option<&'a Bound<'_, PyAny>>, absent: &'a str) -> Result<&'a str, Delegate> {
+    value.map_or(Ok(absent), exact_str)
+}
+
+/// `{name}o`: the last header of that name; a header name that is not ASCII
+/// goes to the getter, since Python compares Unicode lower case.
+fn response_header(line: &mut String, resp: &Bound<'_, PyAny>, name: &str) -> PyResult<Native> {
+    let Some(headers) = resp.getattr_opt(intern!(resp.py(), "headers"))? else {
+        line.push('-');
+        return Ok(Ok(()));
+    };
+    if headers.is_none() {
+        line.push('-');
+        return Ok(Ok(()));
+    }
+    let items = if let Ok(list) = headers.cast_exact::<PyList>() {
+        list.iter().collect::<Vec<_>>()
+    } else if let Ok(tuple) = headers.cast_exact::<PyTuple>() {
+        tuple.iter().collect()
+    } else {
+        return Ok(Err(Delegate));
+    };
+    let mut found = None;
+    for item in &items {
+        let Ok(pair) = item.cast_exact::<PyTuple>() else {
+            return Ok(Err(Delegate));
+        };
+        if pair.len() != 2 {
+            return Ok(Err(Delegate));
+        }
+        let key = pair.get_borrowed_item(0)?;
+        let Ok(key) = exact_str(&key) else {
+            return Ok(Err(Delegate));
+        };
+        if !key.is_ascii() {
+            return Ok(Err(Delegate));
+        }
+        if key.eq_ignore_ascii_case(name) {
+            found = Some(pair.get_item(1)?);
+        }
+    }
+    match found.filter(|v| v.is_truthy().unwrap_or(true)) {
+        None => line.push('-'),
+        Some(value) => match exact_str(&value) {
+            Ok(value) => escape_into(line, value),
+            Err(d) => return Ok(Err(d)),
+        },
+    }
+    Ok(Ok(()))
+}
+
+/// `u` when no Basic credentials were sent: "-". Credentials are decoded by
+/// the getter (base64 and latin-1 as Python's).
+fn no_basic_user(line: &mut String, environ: &Bound<'_, PyDict>) -> PyResult<Native> {
+    let auth = environ.get_item(intern!(environ.py(), "HTTP_AUTHORIZATION"))?;
+    let Some(auth) = auth.filter(|v| !v.is_none()) else {
+        line.push('-');
+        return Ok(Ok(()));
+    };
+    let Ok(auth) = exact_str(&auth) else {
+        return Ok(Err(Delegate));
+    };
+    let scheme = auth.split(' ').next().unwrap_or("");
+    if auth.is_empty() || (scheme.is_ascii() && !scheme.eq_ignore_ascii_case("basic")) {
+        line.push('-');
+        return Ok(Ok(()));
+    }
+    Ok(Err(Delegate))
+}
