@@ -25,7 +25,16 @@ SRC = Path(__file__).resolve().parent / "src"
 LAYERS: list[tuple[str, set[str], bool]] = [
     (
         "leaves",
-        {"coarse_clock", "x509_name", "heap", "proxy", "relay", "http1_codec", "static_files"},
+        {
+            "coarse_clock",
+            "x509_name",
+            "heap",
+            "proxy",
+            "relay",
+            "http1_codec",
+            "static_files",
+            "access_log",
+        },
         True,
     ),
     ("python face of the leaves", {"py"}, False),

@@ -281,6 +281,7 @@ class Logger:
         self.access_log = logging.getLogger(ACCESS_LOGGER)
         self._capture: IO[str] | None = None
         self._access_line: LineFormat | None = None
+        self._line_for_request: Callable[[Any, Any, str, float], str] | None = None
         # The access handler supervise owns (none when the user's config or syslog
         # takes access lines), and once a worker asks for it, the thread writing to it.
         self._own_access_handler: logging.Handler | None = None
@@ -337,6 +338,28 @@ class Logger:
         except Exception:
             self.error_log.exception("Cannot format the access log line")
             return
+        self._emit(line)
+
+    def access_request(self, resp: Any, request: Any, remote: str, request_time: float) -> None:
+        """``access`` for a request head parsed natively (a ``_native.Request``) on a
+        connection from ``remote``: the environ the atoms read is that of
+        ``request.wsgi_environ({"REMOTE_ADDR": remote})``, which text lines never build
+        unless a placeholder needs a Python getter."""
+        make_line = self._access_line
+        if make_line is None:
+            return
+        try:
+            if self._line_for_request is not None:
+                line = self._line_for_request(resp, request, remote, request_time)
+            else:
+                environ = request.wsgi_environ({"REMOTE_ADDR": remote})
+                line = make_line(resp, environ, request_time)
+        except Exception:
+            self.error_log.exception("Cannot format the access log line")
+            return
+        self._emit(line)
+
+    def _emit(self, line: str) -> None:
         write = self._write_access
         if write is not None:
             write(line + "\n")
@@ -429,6 +452,10 @@ class Logger:
                 self.access_log = logging.getLogger("gunicorn.access")
 
         self._access_line = access_line_format(cfg) if access_on else None
+        line = self._access_line
+        self._line_for_request = (
+            line.for_request if isinstance(line, _native.AccessFormat) else None
+        )
 
     def reopen_files(self) -> None:
         """Reopen every log file by name (after logrotate renamed it)."""

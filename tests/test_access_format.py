@@ -244,3 +244,84 @@ def test_an_undecodable_process_variable_is_replaced(monkeypatch: pytest.MonkeyP
     line = native("%({SUPERVISE_TEST_VAR}e)s")(Resp(), {}, 0.0)
     assert line.startswith("bad\ufffd")
     line.encode()  # no surrogate left to fail the writer
+
+
+# A parsed head is read in place of the environ it would make (AccessFormat.for_request).
+RAW_REQUESTS = [
+    b"GET /p?q=1 HTTP/1.1\r\nHost: a.example\r\nUser-Agent: curl/8\r\nReferer: http://r/\r\n\r\n",
+    b"GET / HTTP/1.0\r\n\r\n",
+    b"GET http://over.example:8080/x?y=2 HTTP/1.1\r\nHost: a.example\r\n\r\n",
+    b"CONNECT over.example:443 HTTP/1.1\r\nHost: over.example:443\r\n\r\n",
+    b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"GET /a%20b%22c%e9/%2F%5C?x=%22y%22&z=%e9 HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"GET /r HTTP/1.1\r\nHost: a\r\nX-Request-Id: one\r\nx-request-id: two\r\n"
+    b"User-Agent: a\r\nUser-Agent: b\r\nContent-Type: t/1\r\n"
+    b"Content-Length: 0\r\nX_Request_Id: spoof\r\nX-Empty:\r\n\r\n",
+    b'POST /u HTTP/1.1\r\nHost: a\r\nUser-Agent: caf\xe9 "q" \\ \t\x80\xff\r\n'
+    b"Referer: \r\nContent-Length: 3\r\n\r\n",
+    *(
+        b"GET / HTTP/1.1\r\nHost: a\r\nAuthorization: " + auth + b"\r\n\r\n"
+        for auth in (
+            basic(b"alice:secret").encode(),
+            basic(b"\xe9t\xe9:x").encode(),
+            b"Bearer token",
+            b"B\xe4sic x",
+            b"basic  " + base64.b64encode(b"bob:x"),
+            b"Basic !!!",
+        )
+    ),
+    b"GET / HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer a\r\nAuthorization: Basic b\r\n\r\n",
+]
+
+FIELD_FORMAT = (
+    "%({x-request-id}i)s|%({x_request_id}i)s|%({host}i)s|%({content-type}i)s|"
+    "%({content-length}i)s|%({authorization}i)s|%({User-Agent}i)s|%({missing}i)s|"
+    "%({}i)s|%({-x}i)s|%({x-empty}i)s|%({Content_Type}i)s|%(U)s|%(q)s|%(r)s|%(h)s|%(u)s"
+)
+REMOTES = ["10.0.0.1", "", "::1", "caf\xe9", "bad\udcff"]
+
+
+def parsed_requests() -> Iterator[Any]:
+    parser = _native.RequestParser()
+    for raw in RAW_REQUESTS:
+        parsed = parser.parse(raw)
+        assert parsed is not None, raw
+        yield parsed[0]
+
+
+@pytest.mark.parametrize("fmt", [*FORMATS, FIELD_FORMAT])
+def test_a_parsed_head_logs_as_its_environ(fmt: str) -> None:
+    python_line, native_line = reference(fmt), native(fmt)
+    cases = itertools.product(list(responses())[:3], list(parsed_requests()), REMOTES, TIMES[:3])
+    for resp, request, remote, rt in cases:
+        environ = request.wsgi_environ({"REMOTE_ADDR": remote})
+        expected = {
+            outcome(python_line, resp, environ, rt),
+            outcome(native_line, resp, environ, rt),
+        }
+        try:
+            got = "line", native_line.for_request(resp, request, remote, rt)
+        except Exception:
+            got = "raises", None
+        expected.add(outcome(python_line, resp, environ, rt))
+        assert got in expected, (fmt, request, remote, rt)
+
+
+def test_a_parsed_head_costs_no_python_call() -> None:
+    calls: list[str] = []
+
+    def counted(key: str, getter: Any) -> Any:
+        def get(resp: Any, environ: Mapping[str, Any], rt: float) -> Any:
+            calls.append(key)
+            return getter(resp, environ, rt)
+
+        return get
+
+    pieces, tail = logs.access_pieces(Config({}).access_log_format + " " + FIELD_FORMAT)
+    pieces = [(lit, key, spec, counted(key, g)) for lit, key, spec, g in pieces]
+    make_line = _native.AccessFormat(pieces, tail, logs.time_text)
+    for request in parsed_requests():
+        make_line.for_request(Resp(status_code=200, sent=4), request, "10.0.0.1", 0.5)
+    # Only credentials are the getter's: four Basic ones and one scheme that is not
+    # ASCII, each read twice by the format (u and the default format's u).
+    assert calls == ["u"] * 10

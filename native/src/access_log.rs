@@ -108,19 +108,35 @@ pub fn escape_into(out: &mut String, value: &str) {
             continue;
         }
         out.push_str(&value[start..i]);
-        match c {
-            b'"' => out.push_str("\\\""),
-            b'\\' => out.push_str("\\\\"),
-            _ => {
-                const HEX: &[u8; 16] = b"0123456789abcdef";
-                out.push_str("\\x");
-                out.push(HEX[usize::from(c >> 4)] as char);
-                out.push(HEX[usize::from(c & 0xf)] as char);
-            }
-        }
+        escape_char(out, c);
         start = i + 1;
     }
     out.push_str(&value[start..]);
+}
+
+/// `escape_into` for bytes read as latin-1, as the WSGI environ decodes a
+/// request's bytes: each byte is the character of that code point.
+pub fn escape_latin1_into(out: &mut String, value: &[u8]) {
+    for &c in value {
+        if unsafe_char(c) {
+            escape_char(out, c);
+        } else {
+            out.push(char::from(c));
+        }
+    }
+}
+
+fn escape_char(out: &mut String, c: u8) {
+    match c {
+        b'"' => out.push_str("\\\""),
+        b'\\' => out.push_str("\\\\"),
+        _ => {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.push_str("\\x");
+            out.push(HEX[usize::from(c >> 4)] as char);
+            out.push(HEX[usize::from(c & 0xf)] as char);
+        }
+    }
 }
 
 /// The request time in `per_second` units, truncated toward zero as
@@ -149,6 +165,13 @@ mod tests {
         assert_eq!(escaped("x\ny\r\t\0\x7f"), r"x\x0ay\x0d\x09\x00\x7f");
         assert_eq!(escaped("caf\u{e9} \u{1f600}"), "caf\u{e9} \u{1f600}");
         assert_eq!(escaped(""), "");
+    }
+
+    #[test]
+    fn escapes_latin1_bytes_as_their_characters() {
+        let mut out = String::new();
+        escape_latin1_into(&mut out, b"caf\xe9 \"\x01\x7f\xff");
+        assert_eq!(out, "caf\u{e9} \\\"\\x01\\x7f\u{ff}");
     }
 
     #[test]

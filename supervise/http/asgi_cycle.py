@@ -241,8 +241,8 @@ class RequestCycle(AsgiCycle):
 
     def _log_access(self, seconds: float) -> None:
         client = self.scope["client"]
-        environ = self.req.wsgi_environ({"REMOTE_ADDR": client[0] if client else ""})
-        self.proto.ctx.log.access(_AccessRecord(self), None, environ, seconds)
+        remote = client[0] if client else ""
+        self.proto.ctx.log.access_request(_AccessRecord(self), self.req, remote, seconds)
 
 
 class _AccessRecord:

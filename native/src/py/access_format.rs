@@ -16,6 +16,9 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
+use super::access_view::{exact_str, Delegate, DictView, HeadSource, Native, RequestView};
+use super::environ;
+use super::request::Request;
 use crate::access_log::{atom, duration_units, escape_into, Atom};
 
 /// One placeholder and the literal text before it.
@@ -37,11 +40,6 @@ pub struct AccessFormat {
     time_text: Py<PyAny>,
     time_cache: Mutex<(u64, String)>,
 }
-
-/// Why a value is not written natively: its Python getter decides.
-struct Delegate;
-
-type Native = Result<(), Delegate>;
 
 #[pymethods]
 impl AccessFormat {
@@ -89,17 +87,63 @@ impl AccessFormat {
         environ: &Bound<'py, PyAny>,
         rt: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyString>> {
+        let dict = environ.cast_exact::<PyDict>().ok().map(DictView);
+        let view = dict.as_ref().map(|d| d as &dyn RequestView);
+        self.line(resp, rt, view, &mut || Ok(environ.clone()))
+    }
+
+    /// The line `self(resp, request.wsgi_environ({"REMOTE_ADDR": remote}),
+    /// rt)` gives, read from the parsed head: the environ dict is built only
+    /// for what the head alone does not say.
+    fn for_request<'py>(
+        &self,
+        resp: &Bound<'py, PyAny>,
+        request: &Bound<'py, Request>,
+        remote: &Bound<'py, PyString>,
+        rt: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyString>> {
         let py = resp.py();
-        let dict = environ.cast_exact::<PyDict>().ok();
+        let head = request.get().head();
+        let view = HeadSource {
+            head,
+            // Not UTF-8 (a lone surrogate): the built environ's to read.
+            remote: remote.to_str().ok(),
+        };
+        let mut built: Option<Bound<'py, PyAny>> = None;
+        let mut environ = || -> PyResult<Bound<'py, PyAny>> {
+            if let Some(env) = &built {
+                return Ok(env.clone());
+            }
+            let env = PyDict::new(py);
+            environ::put(&env, intern!(py, "REMOTE_ADDR"), remote)?;
+            environ::fill(&env, head)?;
+            Ok(built.insert(env.into_any()).clone())
+        };
+        self.line(resp, rt, Some(&view), &mut environ)
+    }
+}
+
+impl AccessFormat {
+    /// The line, each placeholder read through `view` where it can be and
+    /// otherwise by its getter, called with `environ()`; with no view every
+    /// placeholder is its getter's.
+    fn line<'py>(
+        &self,
+        resp: &Bound<'py, PyAny>,
+        rt: &Bound<'py, PyAny>,
+        view: Option<&dyn RequestView>,
+        environ: &mut dyn FnMut() -> PyResult<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyString>> {
+        let py = resp.py();
         let mut line = String::with_capacity(256);
         for piece in &self.pieces {
             line.push_str(&piece.literal);
-            let native = match (dict, &piece.template) {
-                (Some(dict), None) => self.write_atom(&mut line, piece, resp, dict, rt)?,
+            let native = match (view, &piece.template) {
+                (Some(view), None) => self.write_atom(&mut line, piece, resp, view, rt)?,
                 _ => Err(Delegate),
             };
             if native.is_err() {
-                let value = piece.getter.bind(py).call1((resp, environ, rt))?;
+                let value = piece.getter.bind(py).call1((resp, environ()?, rt))?;
                 let text = match &piece.template {
                     None => value.str()?,
                     Some(template) => template
@@ -115,9 +159,7 @@ impl AccessFormat {
         line.push_str(&self.tail);
         Ok(PyString::new(py, &line))
     }
-}
 
-impl AccessFormat {
     /// Writes the atom's value, or says its getter must; nothing is written
     /// before a `Delegate`.
     fn write_atom(
@@ -125,24 +167,24 @@ impl AccessFormat {
         line: &mut String,
         piece: &Piece,
         resp: &Bound<'_, PyAny>,
-        environ: &Bound<'_, PyDict>,
+        view: &dyn RequestView,
         rt: &Bound<'_, PyAny>,
     ) -> PyResult<Native> {
         let py = resp.py();
         Ok(match &piece.atom {
-            Atom::Environ { default, .. } => {
-                let key = piece
+            Atom::Environ { key, default } => {
+                let key_text = piece
                     .key
                     .as_ref()
                     .expect("an environ atom has its key")
                     .bind(py);
-                environ_value(line, environ.get_item(key)?.as_ref(), default)
+                view.environ_value(line, key_text, key, default)?
             }
             Atom::Dash => {
                 line.push('-');
                 Ok(())
             }
-            Atom::RequestLine => request_line(line, environ)?,
+            Atom::RequestLine => view.request_line(line)?,
             Atom::Status => match resp.getattr_opt(intern!(py, "status_code"))? {
                 Some(code) => write_int(line, &code),
                 None => Err(Delegate),
@@ -180,7 +222,7 @@ impl AccessFormat {
                 self.write_time(line, py)?;
                 Ok(())
             }
-            Atom::User => no_basic_user(line, environ)?,
+            Atom::User => view.no_basic_user(line)?,
             Atom::Python => Err(Delegate),
         })
     }
@@ -205,86 +247,12 @@ impl AccessFormat {
     }
 }
 
-/// An environ string escaped, `default` when absent, None or empty.
-fn environ_value(line: &mut String, value: Option<&Bound<'_, PyAny>>, default: &str) -> Native {
-    let Some(value) = value.filter(|v| !v.is_none()) else {
-        line.push_str(default);
-        return Ok(());
-    };
-    let text = exact_str(value)?;
-    if text.is_empty() {
-        line.push_str(default);
-    } else {
-        escape_into(line, text);
-    }
-    Ok(())
-}
-
-/// The text of an exact str; a subclass or a str with lone surrogates is the
-/// getter's to format.
-fn exact_str<'a>(value: &'a Bound<'_, PyAny>) -> Result<&'a str, Delegate> {
-    value
-        .cast_exact::<PyString>()
-        .ok()
-        .and_then(|s| s.to_str().ok())
-        .ok_or(Delegate)
-}
-
 /// An exact int (never a bool) as decimal.
 fn write_int(line: &mut String, value: &Bound<'_, PyAny>) -> Native {
     let value = value.cast_exact::<PyInt>().map_err(|_| Delegate)?;
     let value: i64 = value.extract().map_err(|_| Delegate)?;
     let _ = write!(line, "{value}");
     Ok(())
-}
-
-/// `r`: "METHOD URI PROTOCOL", the URI the client sent (RAW_URI) or the path
-/// and query; escaped as a whole.
-fn request_line(line: &mut String, environ: &Bound<'_, PyDict>) -> PyResult<Native> {
-    let py = environ.py();
-    let method = environ.get_item(intern!(py, "REQUEST_METHOD"))?;
-    let protocol = environ.get_item(intern!(py, "SERVER_PROTOCOL"))?;
-    let raw_uri = environ
-        .get_item(intern!(py, "RAW_URI"))?
-        .filter(|v| !v.is_none());
-    let (path, query) = match raw_uri {
-        Some(_) => (None, None),
-        None => (
-            environ.get_item(intern!(py, "PATH_INFO"))?,
-            environ.get_item(intern!(py, "QUERY_STRING"))?,
-        ),
-    };
-    let parts = || -> Result<(&str, String, &str), Delegate> {
-        let method = str_or(method.as_ref(), "-")?;
-        let protocol = str_or(protocol.as_ref(), "-")?;
-        let mut uri = match &raw_uri {
-            Some(raw) => exact_str(raw)?.to_owned(),
-            None => str_or(path.as_ref(), "")?.to_owned(),
-        };
-        if let Some(query) = query.as_ref().filter(|v| !v.is_none()) {
-            let query = exact_str(query)?;
-            if !query.is_empty() {
-                uri.push('?');
-                uri.push_str(query);
-            }
-        }
-        Ok((method, uri, protocol))
-    };
-    let (method, uri, protocol) = match parts() {
-        Ok(parts) => parts,
-        Err(d) => return Ok(Err(d)),
-    };
-    escape_into(line, method);
-    line.push(' ');
-    escape_into(line, &uri);
-    line.push(' ');
-    escape_into(line, protocol);
-    Ok(Ok(()))
-}
-
-/// An exact str's text, `absent` when there is no such key.
-fn str_or<'a>(value: Option<&'a Bound<'_, PyAny>>, absent: &'a str) -> Result<&'a str, Delegate> {
-    value.map_or(Ok(absent), exact_str)
 }
 
 /// `{name}o`: the last header of that name; a header name that is not ASCII
@@ -332,23 +300,4 @@ fn response_header(line: &mut String, resp: &Bound<'_, PyAny>, name: &str) -> Py
         },
     }
     Ok(Ok(()))
-}
-
-/// `u` when no Basic credentials were sent: "-". Credentials are decoded by
-/// the getter (base64 and latin-1 as Python's).
-fn no_basic_user(line: &mut String, environ: &Bound<'_, PyDict>) -> PyResult<Native> {
-    let auth = environ.get_item(intern!(environ.py(), "HTTP_AUTHORIZATION"))?;
-    let Some(auth) = auth.filter(|v| !v.is_none()) else {
-        line.push('-');
-        return Ok(Ok(()));
-    };
-    let Ok(auth) = exact_str(&auth) else {
-        return Ok(Err(Delegate));
-    };
-    let scheme = auth.split(' ').next().unwrap_or("");
-    if auth.is_empty() || (scheme.is_ascii() && !scheme.eq_ignore_ascii_case("basic")) {
-        line.push('-');
-        return Ok(Ok(()));
-    }
-    Ok(Err(Delegate))
 }
