@@ -359,6 +359,30 @@ class Logger:
             return
         self._emit(line)
 
+    def access_exchange(
+        self,
+        resp: Any,
+        native_line: Callable[[Any, Any, Any, float], str],
+        exchange: Any,
+        environ_of: Callable[[Any], Mapping[str, Any]],
+        request_time: float,
+    ) -> None:
+        """``access`` for an exchange of the native server: a text line is
+        ``native_line(format, resp, exchange, request_time)``, its atoms read from the
+        head the server parsed; the other formats read ``environ_of(exchange)``."""
+        make_line = self._access_line
+        if make_line is None:
+            return
+        try:
+            if self._line_for_request is not None:
+                line = native_line(make_line, resp, exchange, request_time)
+            else:
+                line = make_line(resp, environ_of(exchange), request_time)
+        except Exception:
+            self.error_log.exception("Cannot format the access log line")
+            return
+        self._emit(line)
+
     def _emit(self, line: str) -> None:
         write = self._write_access
         if write is not None:

@@ -80,6 +80,46 @@ def test_json_lines_for_every_worker_class(any_worker, start_server, tmp_path):
     assert any(o["message"].startswith("Starting supervise") for o in json_lines(error))
 
 
+# Every atom that does not change from run to run, each class reading the same
+# request (a percent-encoded path, a field sent twice, the two fields WSGI names
+# without HTTP_): the line must be the same whichever class served it.
+EVERY_ATOM = (
+    '%(h)s %(l)s %(u)s "%(r)s" %(m)s %(U)s %(q)s %(H)s %(s)s %(B)s %(b)s "%(f)s" "%(a)s" '
+    "%({content-type}i)s %({content-length}i)s %({x-two}i)s %({host}i)s %({missing}i)s"
+)
+
+
+def test_text_lines_for_every_worker_class(any_worker, start_server, tmp_path):
+    access = tmp_path / "access.log"
+    server = start_server(
+        "-k",
+        any_worker,
+        "--access-logfile",
+        str(access),
+        "--access-logformat",
+        EVERY_ATOM,
+        ops_app(any_worker),
+    )
+    request = (
+        b"GET /status/%34%304?a=1&b=%22 HTTP/1.1\r\nHost: h.example\r\n"
+        b"Content-Type: text/x-test\r\nContent-Length: 0\r\nX-Two: one\r\nX-Two: two\r\n"
+        b'User-Agent: agent "quoted"\r\nReferer: http://example.com/from\r\n'
+        b"Connection: close\r\n\r\n"
+    )
+    assert server.raw(request).startswith(b"HTTP/1.1 404")
+
+    def line() -> str | None:
+        text = access.read_text() if access.exists() else ""
+        found = [x for x in text.splitlines() if "/status/404" in x]
+        return found[0] if found else None
+
+    assert wait_until(line) == (
+        '127.0.0.1 - - "GET /status/%34%304?a=1&b=%22 HTTP/1.1" GET /status/404 a=1&b=%22 HTTP/1.1 '
+        '404 10 10 "http://example.com/from" "agent \\"quoted\\"" '
+        "text/x-test 0 one,two h.example -"
+    )
+
+
 GUNICORN_INI = """\
 [loggers]
 keys=root, gunicorn.error, gunicorn.access

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from supervise._native import Finish
+from supervise._native import Finish, asgi_access_environ, asgi_access_line
 from supervise.logs import Logger
 
 # The extensions the engine implements; the scope of every request has them
@@ -64,13 +64,20 @@ def make_done(
         if record is not None:
             record(status, elapsed, sent)
         if access_log:
-            log.access(_AccessRecord(status, sent), None, access_environ(scope), elapsed)
+            log.access_exchange(
+                _AccessRecord(status, sent),
+                asgi_access_line,
+                cycle,
+                asgi_access_environ,
+                elapsed,
+            )
 
     return done
 
 
 def access_environ(scope: dict[str, Any]) -> dict[str, str]:
-    """What the access log atoms read, in WSGI's names."""
+    """What the access log atoms read of a scope whose head is gone (a WebSocket
+    session's), in WSGI's names: those `environ::fill` gives a request's head."""
     query = scope["query_string"].decode("latin-1")
     path = scope["raw_path"].decode("latin-1")
     client = scope["client"]
@@ -83,7 +90,9 @@ def access_environ(scope: dict[str, Any]) -> dict[str, str]:
         "REMOTE_ADDR": client[0] if client else "",
     }
     for name, value in scope["headers"]:
-        key = "HTTP_" + name.decode("latin-1").upper().replace("-", "_")
+        key = name.decode("latin-1").upper().replace("-", "_")
+        if key not in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+            key = "HTTP_" + key
         text = value.decode("latin-1")
         environ[key] = f"{environ[key]},{text}" if key in environ else text
     return environ

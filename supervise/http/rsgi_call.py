@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from supervise._native import Finish
+from supervise._native import Finish, rsgi_access_environ, rsgi_access_line
 from supervise.logs import Logger
 from supervise.rsgi import RSGIProtocolClosed
 
@@ -75,25 +75,9 @@ def make_done(
             record(status, elapsed, sent)
         if access_log:
             answer = _AccessRecord(status, sent, getattr(proto, "_headers", None))
-            log.access(answer, None, _environ(scope), elapsed)
+            log.access_exchange(answer, rsgi_access_line, scope, rsgi_access_environ, elapsed)
 
     return done
-
-
-def _environ(scope: Any) -> dict[str, str]:
-    """What the access log atoms read, in WSGI's names."""
-    query = scope.query_string
-    environ = {
-        "REQUEST_METHOD": scope.method,
-        "RAW_URI": f"{scope.path}?{query}" if query else scope.path,
-        "PATH_INFO": scope.path,
-        "QUERY_STRING": query,
-        "SERVER_PROTOCOL": f"HTTP/{scope.http_version}",
-        "REMOTE_ADDR": scope.client.rpartition(":")[0],
-    }
-    for name, value in scope.headers.items():
-        environ["HTTP_" + name.upper().replace("-", "_")] = value
-    return environ
 
 
 class _AccessRecord:

@@ -96,6 +96,10 @@ pub struct HttpCycle {
     /// The client left: its body was cut or broken, or it sent its FIN
     /// while the app waited for a disconnect.
     client_left: Arc<AtomicBool>,
+    /// The request's head, kept for its access line (`asgi/access.rs`).
+    head: ExchangeHead,
+    /// The client a trusted proxy's headers named, if any.
+    proxied_client: Option<String>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -103,10 +107,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl HttpCycle {
-    pub fn new(ctx: Arc<LoopCtx>, ex: Box<Exchange>) -> (Self, ExchangeHead) {
+    pub fn new(ctx: Arc<LoopCtx>, ex: Box<Exchange>) -> Self {
         // Each field is moved out of the box: the Exchange is not copied whole.
         let cut = matches!(ex.body, ExchangeBody::Cut);
-        let cycle = HttpCycle {
+        HttpCycle {
             ctx,
             conn: ex.conn,
             reply: ex.reply,
@@ -121,8 +125,23 @@ impl HttpCycle {
             status: AtomicU16::new(0),
             sent: AtomicU64::new(0),
             client_left: Arc::new(AtomicBool::new(cut)),
-        };
-        (cycle, ex.head)
+            head: ex.head,
+            proxied_client: None,
+        }
+    }
+
+    pub fn head(&self) -> &ExchangeHead {
+        &self.head
+    }
+
+    /// The client a trusted proxy's headers named (forwarded.rs).
+    pub fn set_proxied_client(&mut self, client: Option<String>) {
+        self.proxied_client = client;
+    }
+
+    /// The client's address as the scope gives it, for the access line.
+    pub fn client(&self) -> &str {
+        self.proxied_client.as_deref().unwrap_or(&self.conn.client)
     }
 
     pub fn reply_slot(&self) -> ReplySlot {

@@ -7,6 +7,7 @@
 //! empty body). The asgi worker's requests run through the same `AppRun`
 //! (`worker/`, with the worker's connection and request cycle).
 
+mod access;
 mod app;
 mod cycle;
 mod messages;
@@ -20,6 +21,8 @@ use pyo3::prelude::*;
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<app::AsgiApp>()?;
     m.add_class::<cycle::HttpCycle>()?;
+    m.add_function(wrap_pyfunction!(access::asgi_access_line, m)?)?;
+    m.add_function(wrap_pyfunction!(access::asgi_access_environ, m)?)?;
     worker::register(m)?;
     Ok(())
 }

@@ -346,15 +346,17 @@ impl NativeServer {
     }
 
     fn start_asgi(&self, py: Python<'_>, app: &AsgiApp, ex: Box<crate::server::Exchange>) {
-        let (cycle, head) = HttpCycle::new(self.ctx.clone(), ex);
+        let mut cycle = HttpCycle::new(self.ctx.clone(), ex);
         let reply = cycle.reply_slot();
         let conn = cycle.conn();
-        let proxied = match self.proxied(py, head.fields(), &conn) {
+        let proxied = match self.proxied(py, cycle.head().fields(), &conn) {
             Ok(proxied) => proxied,
             Err(status) => return Self::refuse_proxied(&reply, status),
         };
         let result = (|| -> PyResult<()> {
-            let scope = app.http_scope(py, &head, &conn, &proxied, cycle.writes_interim())?;
+            let hints = cycle.writes_interim();
+            let scope = app.http_scope(py, cycle.head(), &conn, &proxied, hints)?;
+            cycle.set_proxied_client(proxied.client);
             let cycle = Box::new(Py::new(py, cycle)?);
             let run = AppRun::new(app.calls.clone_ref(py), scope.into_any().unbind(), cycle);
             self.run_task(py, run)?;

@@ -17,7 +17,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use super::access_view::{exact_str, Delegate, DictView, HeadSource, Native, RequestView};
-use super::environ;
+use super::asgi_scope::host_and_port;
+use super::environ::{self, HeadView};
 use super::request::Request;
 use crate::access_log::{atom, duration_units, escape_into, Atom};
 
@@ -102,8 +103,21 @@ impl AccessFormat {
         remote: &Bound<'py, PyString>,
         rt: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyString>> {
-        let py = resp.py();
-        let head = request.get().head();
+        self.line_for_head(resp, request.get().head(), remote, rt)
+    }
+}
+
+impl AccessFormat {
+    /// The line for `head` on a connection from `remote`, as `self` gives it
+    /// for the environ `environ::fill` makes of them: what a server that
+    /// parsed the head natively logs without building that dict.
+    pub fn line_for_head<'py>(
+        &self,
+        resp: &Bound<'py, PyAny>,
+        head: &impl HeadView,
+        remote: &Bound<'py, PyString>,
+        rt: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyString>> {
         let view = HeadSource {
             head,
             // Not UTF-8 (a lone surrogate): the built environ's to read.
@@ -114,16 +128,12 @@ impl AccessFormat {
             if let Some(env) = &built {
                 return Ok(env.clone());
             }
-            let env = PyDict::new(py);
-            environ::put(&env, intern!(py, "REMOTE_ADDR"), remote)?;
-            environ::fill(&env, head)?;
+            let env = head_environ(head, remote)?;
             Ok(built.insert(env.into_any()).clone())
         };
         self.line(resp, rt, Some(&view), &mut environ)
     }
-}
 
-impl AccessFormat {
     /// The line, each placeholder read through `view` where it can be and
     /// otherwise by its getter, called with `environ()`; with no view every
     /// placeholder is its getter's.
@@ -245,6 +255,25 @@ impl AccessFormat {
         *self.time_cache.lock().unwrap_or_else(|e| e.into_inner()) = (now, text);
         Ok(())
     }
+}
+
+/// The environ an access line reads for `head` on a connection from `remote`:
+/// `environ::fill`'s keys and REMOTE_ADDR.
+pub fn head_environ<'py>(
+    head: &impl HeadView,
+    remote: &Bound<'py, PyString>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let env = PyDict::new(remote.py());
+    environ::put(&env, intern!(remote.py(), "REMOTE_ADDR"), remote)?;
+    environ::fill(&env, head)?;
+    Ok(env)
+}
+
+/// REMOTE_ADDR for a client's "addr:port" text (the native server's
+/// `ConnInfo::client`): its host, brackets dropped; "" for a unix socket.
+pub fn remote_addr<'py>(py: Python<'py>, client: &str) -> Bound<'py, PyString> {
+    let host = host_and_port(client).map_or("", |(host, _)| host);
+    PyString::new(py, host)
 }
 
 /// An exact int (never a bool) as decimal.

@@ -85,15 +85,19 @@ fn version_str<'py>(py: Python<'py>, protocol: &'static str) -> Bound<'py, PyStr
 /// "addr:port" (or "[v6]:port") as ASGI's `(host, port)`; None for "" (a unix
 /// socket) or anything else without a port.
 pub fn address<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
-    let Some((host, port)) = text.rsplit_once(':') else {
-        return Ok(py.None().into_bound(py));
-    };
-    let Ok(port) = port.parse::<u16>() else {
-        return Ok(py.None().into_bound(py));
-    };
+    match host_and_port(text) {
+        Some(address) => Ok(address.into_pyobject(py)?.into_any()),
+        None => Ok(py.None().into_bound(py)),
+    }
+}
+
+/// The host and port of "addr:port" or "[v6]:port" (the brackets dropped).
+pub fn host_and_port(text: &str) -> Option<(&str, u16)> {
+    let (host, port) = text.rsplit_once(':')?;
+    let port = port.parse::<u16>().ok()?;
     let host = host
         .strip_prefix('[')
         .and_then(|h| h.strip_suffix(']'))
         .unwrap_or(host);
-    Ok((host, port).into_pyobject(py)?.into_any())
+    Some((host, port))
 }

@@ -1,6 +1,6 @@
 //! The Python face of `http1_codec`, `access_log`, `proxy`, `relay`, `static_files` and `x509_name`: thin conversions, nothing decided here.
 
-mod access_format;
+pub(crate) mod access_format;
 mod access_head;
 mod access_view;
 pub(crate) mod asgi_scope;

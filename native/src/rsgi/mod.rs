@@ -3,6 +3,7 @@
 //! their stream transports) and the exceptions it may catch. Requests reach
 //! them through the bridge (`crate::bridge`).
 
+mod access;
 mod errors;
 mod headers;
 mod protocol;
@@ -58,6 +59,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         py.get_type::<errors::RSGIProtocolClosed>(),
     )?;
     m.add_class::<scope::Scope>()?;
+    m.add_function(wrap_pyfunction!(access::rsgi_access_line, m)?)?;
+    m.add_function(wrap_pyfunction!(access::rsgi_access_environ, m)?)?;
     m.add_class::<headers::Headers>()?;
     m.add_class::<protocol::HTTPProtocol>()?;
     m.add_class::<transport::HTTPStreamTransport>()?;

@@ -46,6 +46,15 @@ impl Scope {
         }
     }
 
+    pub fn head(&self) -> &ExchangeHead {
+        &self.head
+    }
+
+    /// The client's "addr:port", a trusted proxy's if it named one.
+    pub fn client_text(&self) -> &str {
+        self.proxied.client.as_deref().unwrap_or(&self.conn.client)
+    }
+
     pub fn method_str(&self) -> &str {
         self.head.method()
     }
@@ -117,7 +126,7 @@ impl Scope {
 
     #[getter]
     fn client(&self) -> &str {
-        self.proxied.client.as_deref().unwrap_or(&self.conn.client)
+        self.client_text()
     }
 
     #[getter]
