@@ -250,6 +250,18 @@ def access_line_format(cfg: Any) -> LineFormat:
     return _native.AccessFormat(pieces, tail, time_text)
 
 
+class AccessResponse:
+    """A response the native server answered, as the access log atoms read it."""
+
+    __slots__ = ("headers", "sent", "status", "status_code")
+
+    def __init__(self, status: int, sent: int | None, headers: Any) -> None:
+        self.status_code = status or None
+        self.status = str(status) if status else "-"
+        self.sent = sent
+        self.headers: list[tuple[str, str]] = list(headers or ())
+
+
 # --------------------------------------------------------------------------- Logger
 
 
@@ -359,29 +371,19 @@ class Logger:
             return
         self._emit(line)
 
-    def access_exchange(
-        self,
-        resp: Any,
-        native_line: Callable[[Any, Any, Any, float], str],
-        exchange: Any,
-        environ_of: Callable[[Any], Mapping[str, Any]],
-        request_time: float,
-    ) -> None:
-        """``access`` for an exchange of the native server: a text line is
-        ``native_line(format, resp, exchange, request_time)``, its atoms read from the
-        head the server parsed; the other formats read ``environ_of(exchange)``."""
-        make_line = self._access_line
-        if make_line is None:
-            return
-        try:
-            if self._line_for_request is not None:
-                line = native_line(make_line, resp, exchange, request_time)
-            else:
-                line = make_line(resp, environ_of(exchange), request_time)
-        except Exception:
-            self.error_log.exception("Cannot format the access log line")
-            return
-        self._emit(line)
+    def native_access(self) -> _native.AccessLog | None:
+        """The access log for the native server to write itself (text lines made
+        natively from the head it parsed, handed to ``_emit``); None when lines are
+        off or in another format, which ``access`` then makes."""
+        line = self._access_line
+        if not isinstance(line, _native.AccessFormat):
+            return None
+        return _native.AccessLog(
+            format=line, emit=self._emit, failed=self._access_failed, make_response=AccessResponse
+        )
+
+    def _access_failed(self, exc: BaseException) -> None:
+        self.error_log.error("Cannot format the access log line", exc_info=exc)
 
     def _emit(self, line: str) -> None:
         write = self._write_access

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from supervise._native import Finish, asgi_access_environ, asgi_access_line
-from supervise.logs import Logger
+from supervise._native import Finish, asgi_access_environ
+from supervise.logs import AccessResponse, Logger
 
 # The extensions the engine implements; the scope of every request has them
 # (and http.response.early_hint where the connection can write a 103: HTTP/1.1
@@ -64,12 +64,8 @@ def make_done(
         if record is not None:
             record(status, elapsed, sent)
         if access_log:
-            log.access_exchange(
-                _AccessRecord(status, sent),
-                asgi_access_line,
-                cycle,
-                asgi_access_environ,
-                elapsed,
+            log.access(
+                AccessResponse(status, sent, None), None, asgi_access_environ(cycle), elapsed
             )
 
     return done
@@ -96,15 +92,3 @@ def access_environ(scope: dict[str, Any]) -> dict[str, str]:
         text = value.decode("latin-1")
         environ[key] = f"{environ[key]},{text}" if key in environ else text
     return environ
-
-
-class _AccessRecord:
-    """The response as the access log reads it (Gunicorn's atoms)."""
-
-    __slots__ = ("headers", "sent", "status", "status_code")
-
-    def __init__(self, status: int, sent: int) -> None:
-        self.status_code = status or None
-        self.status = str(status) if status else "-"
-        self.sent = sent
-        self.headers: list[tuple[str, str]] = []

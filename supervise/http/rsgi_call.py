@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from supervise._native import Finish, rsgi_access_environ, rsgi_access_line
-from supervise.logs import Logger
+from supervise._native import Finish, rsgi_access_environ
+from supervise.logs import AccessResponse, Logger
 from supervise.rsgi import RSGIProtocolClosed
 
 
@@ -74,19 +74,9 @@ def make_done(
         if record is not None:
             record(status, elapsed, sent)
         if access_log:
-            answer = _AccessRecord(status, sent, getattr(proto, "_headers", None))
-            log.access_exchange(answer, rsgi_access_line, scope, rsgi_access_environ, elapsed)
+            answer = AccessResponse(
+                status, sent if status else None, getattr(proto, "_headers", None)
+            )
+            log.access(answer, None, rsgi_access_environ(scope), elapsed)
 
     return done
-
-
-class _AccessRecord:
-    """The response as the access log reads it (Gunicorn's atoms)."""
-
-    __slots__ = ("headers", "sent", "status", "status_code")
-
-    def __init__(self, status: int, sent: int, headers: Any) -> None:
-        self.status_code = status or None
-        self.status = str(status) if status else "-"
-        self.sent: int | None = sent if status else None
-        self.headers: list[tuple[str, str]] = list(headers or ())

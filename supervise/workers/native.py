@@ -97,16 +97,20 @@ class NativeWorker(NativeServerWorker):
             raise SystemExit(APP_LOAD_ERROR)
         calls = {"app": self.app, "log": self.log, "record": self.record}
         access = self.log.access_enabled
+        # Text lines are written natively; other formats through done().
+        native_access = self.log.native_access()
+        in_python = access and native_access is None
         app = _native.AsgiApp(
             app=self.app,
             log_outcome=asgi_engine.make_log_outcome(log=self.log),
-            done=asgi_engine.make_done(log=self.log, access_log=access, record=self.record),
+            done=asgi_engine.make_done(log=self.log, access_log=in_python, record=self.record),
             ws_handler=asgi_engine_ws.make_ws_handler(**calls, access_log=access),
             root_path=cfg.root_path or "",
             asgi=version,
             state=state,
             extensions=asgi_engine.EXTENSIONS,
             server_cert=server_certificate(cfg.certfile) if cfg.is_ssl else None,
+            access=native_access,
         )
         self.start_server(
             app,

@@ -24,10 +24,14 @@ def start_rsgi(worker: NativeServerWorker) -> None:
         except Exception:
             worker.log.exception("The application's __rsgi_init__ failed")
             raise SystemExit(APP_LOAD_ERROR) from None
+    # Text lines are written natively; other formats through done().
+    access = worker.log.native_access()
+    in_python = worker.log.access_enabled and access is None
     calls = _native.AppCalls(
         app=app_callable(worker.app),
         log_outcome=make_log_outcome(log=worker.log),
-        done=make_done(log=worker.log, access_log=worker.log.access_enabled, record=worker.record),
+        done=make_done(log=worker.log, access_log=in_python, record=worker.record),
+        access=access,
     )
     worker.start_server(
         calls,

@@ -1,26 +1,25 @@
 //! The access line of an ASGI request on the engine, read from the head the
-//! server parsed (`logs.Logger.access_exchange`): the scope dict the app
-//! was given is not read back, and no environ dict is built for a text line.
+//! server parsed (`HttpCycle` keeps it; the scope dict the app had is not
+//! read back): written natively (`AccessLog`) for text lines, or the environ
+//! the other formats read (`asgi_access_environ`), the one `environ::fill`
+//! gives the WSGI classes.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::PyDict;
 
 use super::cycle::HttpCycle;
 use crate::bridge::RequestView;
-use crate::py::access_format::{head_environ, remote_addr, AccessFormat};
+use crate::py::access_format::{head_environ, remote_addr, AccessLog, KnownResponse};
 
-/// The text line `format` makes for the request `cycle` served.
-#[pyfunction]
-pub fn asgi_access_line<'py>(
-    format: &Bound<'py, AccessFormat>,
-    resp: &Bound<'py, PyAny>,
-    cycle: &Bound<'py, HttpCycle>,
-    rt: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyString>> {
-    let request = cycle.get();
-    let remote = remote_addr(cycle.py(), request.client());
-    let head = RequestView::of(request.head());
-    format.get().line_for_head(resp, &head, &remote, rt)
+/// Writes the line of the request `cycle` served.
+pub(super) fn log_request(py: Python<'_>, log: &AccessLog, cycle: &HttpCycle, seconds: f64) {
+    let resp = KnownResponse {
+        status: cycle._status(),
+        sent: Some(cycle._sent()),
+        headers: None,
+    };
+    let head = RequestView::of(cycle.head());
+    log.log(py, &resp, &head, cycle.client(), seconds);
 }
 
 /// The environ the other line formats read for that request.

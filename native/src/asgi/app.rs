@@ -9,6 +9,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict};
 
 use crate::bridge::{AppCalls, HyperHead, Proxied, RequestView};
+use crate::py::access_format::AccessLog;
 use crate::py::asgi_scope;
 use crate::server::{ConnInfo, ExchangeHead, TlsInfo};
 
@@ -38,7 +39,7 @@ pub struct AsgiApp {
 impl AsgiApp {
     #[new]
     #[pyo3(signature = (*, app, log_outcome, done, ws_handler, root_path, asgi, state, extensions,
-        server_cert = None))]
+        server_cert = None, access = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -51,11 +52,12 @@ impl AsgiApp {
         state: Py<PyDict>,
         extensions: Py<PyDict>,
         server_cert: Option<String>,
+        access: Option<Py<AccessLog>>,
     ) -> PyResult<Self> {
         let hinted = extensions.bind(py).copy()?;
         hinted.set_item("http.response.early_hint", PyDict::new(py))?;
         Ok(AsgiApp {
-            calls: Py::new(py, AppCalls::new(app, log_outcome, done))?,
+            calls: Py::new(py, AppCalls::new(app, log_outcome, done, access))?,
             ws_handler,
             root_path,
             asgi,

@@ -381,6 +381,16 @@ impl crate::bridge::ProtocolObject for Py<HttpCycle> {
     fn object(&self, py: Python<'_>) -> Py<PyAny> {
         self.clone_ref(py).into_any()
     }
+
+    fn log_access(
+        &self,
+        py: Python<'_>,
+        log: &crate::py::access_format::AccessLog,
+        _scope: &Bound<'_, PyAny>,
+        seconds: f64,
+    ) {
+        super::access::log_request(py, log, self.get(), seconds);
+    }
 }
 
 impl HttpCycle {
@@ -563,13 +573,13 @@ impl HttpCycle {
 
     /// The status sent (0: none yet), for the access log and metrics.
     #[getter]
-    fn _status(&self) -> u16 {
+    pub(crate) fn _status(&self) -> u16 {
         self.status.load(Ordering::Relaxed)
     }
 
     /// Body bytes handed to the server.
     #[getter]
-    fn _sent(&self) -> u64 {
+    pub(crate) fn _sent(&self) -> u64 {
         self.sent.load(Ordering::Relaxed)
     }
 }

@@ -21,7 +21,6 @@ use pyo3::prelude::*;
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<app::AsgiApp>()?;
     m.add_class::<cycle::HttpCycle>()?;
-    m.add_function(wrap_pyfunction!(access::asgi_access_line, m)?)?;
     m.add_function(wrap_pyfunction!(access::asgi_access_environ, m)?)?;
     worker::register(m)?;
     Ok(())

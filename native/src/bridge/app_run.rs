@@ -21,6 +21,8 @@ use pyo3::exceptions::{
 use pyo3::prelude::*;
 use pyo3::{ffi, intern};
 
+use crate::py::access_format::AccessLog;
+
 /// The worker's side, the same for every request of one server (RSGI:
 /// `NativeServer(rsgi=)`; ASGI: inside `AsgiApp`).
 #[pyclass(module = "supervise._native", frozen)]
@@ -32,21 +34,39 @@ pub struct AppCalls {
     /// app raised in (`exc`, the Task's cancellation too) or left unanswered
     /// (`finish`, a `Finish`).
     pub log_outcome: Py<PyAny>,
-    /// `done(scope, protocol, seconds)` after every exchange: the access log
-    /// and metrics; None when both are off, and then nothing is timed.
+    /// `done(scope, protocol, seconds)` after every exchange: the metrics,
+    /// and the access log when `access` does not write it; None when both
+    /// are off, and then nothing is timed.
     pub done: Option<Py<PyAny>>,
+    /// The access log, when its lines are made natively: each exchange's
+    /// line is written from its head (`ProtocolObject::log_access`).
+    pub access: Option<Py<AccessLog>>,
 }
 
 #[pymethods]
 impl AppCalls {
     #[new]
-    #[pyo3(signature = (*, app, log_outcome, done))]
-    pub fn new(app: Py<PyAny>, log_outcome: Py<PyAny>, done: Option<Py<PyAny>>) -> Self {
+    #[pyo3(signature = (*, app, log_outcome, done, access = None))]
+    pub fn new(
+        app: Py<PyAny>,
+        log_outcome: Py<PyAny>,
+        done: Option<Py<PyAny>>,
+        access: Option<Py<AccessLog>>,
+    ) -> Self {
         AppCalls {
             app,
             log_outcome,
             done,
+            access,
         }
+    }
+}
+
+impl AppCalls {
+    /// Whether an exchange is timed and its response noted: something reads
+    /// them when it ends.
+    pub fn measured(&self) -> bool {
+        self.done.is_some() || self.access.is_some()
     }
 }
 
@@ -87,6 +107,8 @@ pub trait ProtocolObject: Send + Sync {
     fn finish(&self, py: Python<'_>, error: bool) -> Finish;
     /// The object the worker's `done` callable is given.
     fn object(&self, py: Python<'_>) -> Py<PyAny>;
+    /// Writes the exchange's access line (`scope`: the one the app had).
+    fn log_access(&self, py: Python<'_>, log: &AccessLog, scope: &Bound<'_, PyAny>, seconds: f64);
 }
 
 /// Where the app's coroutine is.
@@ -177,7 +199,7 @@ impl AppRun {
 
     fn call_app(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let calls = self.calls.get();
-        if calls.done.is_some() {
+        if calls.measured() {
             let _ = self.started.set(Instant::now());
         }
         *lock(&self.stage) = Stage::Over;
@@ -215,9 +237,14 @@ impl AppRun {
                 }
             }
         };
-        if let (Some(started), Some(done)) = (self.started.get(), &calls.done) {
+        if let Some(started) = self.started.get() {
             let elapsed = started.elapsed().as_secs_f64();
-            report(done.bind(py), (scope, self.served.object(py), elapsed));
+            if let Some(access) = &calls.access {
+                self.served.log_access(py, access.get(), scope, elapsed);
+            }
+            if let Some(done) = &calls.done {
+                report(done.bind(py), (scope, self.served.object(py), elapsed));
+            }
         }
         result
     }

@@ -326,7 +326,7 @@ impl NativeServer {
     }
 
     fn start_rsgi(&self, py: Python<'_>, calls: &Py<AppCalls>, ex: Box<crate::server::Exchange>) {
-        let measured = calls.get().done.is_some();
+        let measured = calls.get().measured();
         let (proto, head, conn) = HTTPProtocol::new(self.ctx.clone(), ex, measured);
         let reply = proto.reply_slot();
         let proxied = match self.proxied(py, head.fields(), &conn) {

@@ -42,6 +42,104 @@ pub struct AccessFormat {
     time_cache: Mutex<(u64, String)>,
 }
 
+/// The response an access line reads.
+pub enum Resp<'a, 'py> {
+    /// A Python object read by attribute (`status_code`, `sent`, `headers`),
+    /// as the getters read it.
+    Object(&'a Bound<'py, PyAny>),
+    /// What the server knows of it, and the `make_response(status, sent,
+    /// headers)` that builds the object a getter is given, only then.
+    Known(&'a KnownResponse<'py>, &'a Bound<'py, PyAny>),
+}
+
+/// The response as the native server knows it.
+pub struct KnownResponse<'py> {
+    /// 0: none was sent.
+    pub status: u16,
+    /// The body bytes handed over; None: unknown.
+    pub sent: Option<u64>,
+    /// The app's header pairs, for `{name}o`.
+    pub headers: Option<Bound<'py, PyAny>>,
+}
+
+impl<'py> Resp<'_, 'py> {
+    fn object(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match self {
+            Resp::Object(object) => Ok((*object).clone()),
+            Resp::Known(known, make) => {
+                let headers = known
+                    .headers
+                    .clone()
+                    .unwrap_or_else(|| py.None().into_bound(py));
+                make.call1((known.status, known.sent, headers))
+            }
+        }
+    }
+}
+
+/// The access log as the native server writes it itself: each line made by
+/// `format` and handed to `emit(line)` (`Logger._emit`), a failure to
+/// `failed(exc)`; no Python frame of the worker's per line otherwise.
+#[pyclass(module = "supervise._native", frozen)]
+pub struct AccessLog {
+    format: Py<AccessFormat>,
+    emit: Py<PyAny>,
+    failed: Py<PyAny>,
+    make_response: Py<PyAny>,
+}
+
+#[pymethods]
+impl AccessLog {
+    #[new]
+    #[pyo3(signature = (*, format, emit, failed, make_response))]
+    fn new(
+        format: Py<AccessFormat>,
+        emit: Py<PyAny>,
+        failed: Py<PyAny>,
+        make_response: Py<PyAny>,
+    ) -> Self {
+        AccessLog {
+            format,
+            emit,
+            failed,
+            make_response,
+        }
+    }
+}
+
+impl AccessLog {
+    /// Logs `head`, answered with `resp`, from the client `client` ("addr:
+    /// port") after `seconds`. Never raises: the request is over either way.
+    pub fn log(
+        &self,
+        py: Python<'_>,
+        resp: &KnownResponse<'_>,
+        head: &impl HeadView,
+        client: &str,
+        seconds: f64,
+    ) {
+        let make = self.make_response.bind(py);
+        let result = (|| -> PyResult<()> {
+            let remote = remote_addr(py, client);
+            let rt = PyFloat::new(py, seconds);
+            let line = self.format.get().line_for_head(
+                Resp::Known(resp, make),
+                head,
+                &remote,
+                rt.as_any(),
+            )?;
+            self.emit.call1(py, (line,))?;
+            Ok(())
+        })();
+        if let Err(err) = result {
+            let failed = self.failed.bind(py);
+            if let Err(err) = failed.call1((err.into_value(py),)) {
+                err.write_unraisable(py, Some(failed));
+            }
+        }
+    }
+}
+
 #[pymethods]
 impl AccessFormat {
     /// `pieces`: `(literal, key, spec, getter)` for each placeholder, with
@@ -90,7 +188,7 @@ impl AccessFormat {
     ) -> PyResult<Bound<'py, PyString>> {
         let dict = environ.cast_exact::<PyDict>().ok().map(DictView);
         let view = dict.as_ref().map(|d| d as &dyn RequestView);
-        self.line(resp, rt, view, &mut || Ok(environ.clone()))
+        self.line(Resp::Object(resp), rt, view, &mut || Ok(environ.clone()))
     }
 
     /// The line `self(resp, request.wsgi_environ({"REMOTE_ADDR": remote}),
@@ -103,7 +201,7 @@ impl AccessFormat {
         remote: &Bound<'py, PyString>,
         rt: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyString>> {
-        self.line_for_head(resp, request.get().head(), remote, rt)
+        self.line_for_head(Resp::Object(resp), request.get().head(), remote, rt)
     }
 }
 
@@ -113,7 +211,7 @@ impl AccessFormat {
     /// parsed the head natively logs without building that dict.
     pub fn line_for_head<'py>(
         &self,
-        resp: &Bound<'py, PyAny>,
+        resp: Resp<'_, 'py>,
         head: &impl HeadView,
         remote: &Bound<'py, PyString>,
         rt: &Bound<'py, PyAny>,
@@ -139,20 +237,25 @@ impl AccessFormat {
     /// placeholder is its getter's.
     fn line<'py>(
         &self,
-        resp: &Bound<'py, PyAny>,
+        resp: Resp<'_, 'py>,
         rt: &Bound<'py, PyAny>,
         view: Option<&dyn RequestView>,
         environ: &mut dyn FnMut() -> PyResult<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyString>> {
-        let py = resp.py();
+        let py = rt.py();
         let mut line = String::with_capacity(256);
+        let mut made: Option<Bound<'py, PyAny>> = None;
         for piece in &self.pieces {
             line.push_str(&piece.literal);
             let native = match (view, &piece.template) {
-                (Some(view), None) => self.write_atom(&mut line, piece, resp, view, rt)?,
+                (Some(view), None) => self.write_atom(&mut line, piece, &resp, view, rt)?,
                 _ => Err(Delegate),
             };
             if native.is_err() {
+                let resp = match &made {
+                    Some(object) => object.clone(),
+                    None => made.insert(resp.object(py)?).clone(),
+                };
                 let value = piece.getter.bind(py).call1((resp, environ()?, rt))?;
                 let text = match &piece.template {
                     None => value.str()?,
@@ -176,11 +279,11 @@ impl AccessFormat {
         &self,
         line: &mut String,
         piece: &Piece,
-        resp: &Bound<'_, PyAny>,
+        resp: &Resp<'_, '_>,
         view: &dyn RequestView,
         rt: &Bound<'_, PyAny>,
     ) -> PyResult<Native> {
-        let py = resp.py();
+        let py = rt.py();
         Ok(match &piece.atom {
             Atom::Environ { key, default } => {
                 let key_text = piece
@@ -195,20 +298,40 @@ impl AccessFormat {
                 Ok(())
             }
             Atom::RequestLine => view.request_line(line)?,
-            Atom::Status => match resp.getattr_opt(intern!(py, "status_code"))? {
-                Some(code) => write_int(line, &code),
-                None => Err(Delegate),
+            Atom::Status => match resp {
+                Resp::Object(resp) => match resp.getattr_opt(intern!(py, "status_code"))? {
+                    Some(code) => write_int(line, &code),
+                    None => Err(Delegate),
+                },
+                // None sent: the getter prints what the record says.
+                Resp::Known(known, _) if known.status == 0 => Err(Delegate),
+                Resp::Known(known, _) => {
+                    let _ = write!(line, "{}", known.status);
+                    Ok(())
+                }
             },
             Atom::SentOrZero | Atom::SentOrDash => {
-                // No attribute reads as None, as getattr(resp, "sent", None).
-                match resp.getattr_opt(intern!(py, "sent"))? {
-                    Some(sent) if !sent.is_none() => write_int(line, &sent),
-                    _ => {
-                        line.push(if piece.atom == Atom::SentOrZero {
-                            '0'
-                        } else {
-                            '-'
-                        });
+                let unknown = if piece.atom == Atom::SentOrZero {
+                    '0'
+                } else {
+                    '-'
+                };
+                match resp {
+                    // No attribute reads as None, as getattr(resp, "sent", None).
+                    Resp::Object(resp) => match resp.getattr_opt(intern!(py, "sent"))? {
+                        Some(sent) if !sent.is_none() => write_int(line, &sent),
+                        _ => {
+                            line.push(unknown);
+                            Ok(())
+                        }
+                    },
+                    Resp::Known(known, _) => {
+                        match known.sent {
+                            Some(sent) => {
+                                let _ = write!(line, "{sent}");
+                            }
+                            None => line.push(unknown),
+                        }
                         Ok(())
                     }
                 }
@@ -227,7 +350,13 @@ impl AccessFormat {
                 let _ = write!(line, "<{}>", std::process::id());
                 Ok(())
             }
-            Atom::ResponseHeader { name } => response_header(line, resp, name)?,
+            Atom::ResponseHeader { name } => {
+                let headers = match resp {
+                    Resp::Object(resp) => resp.getattr_opt(intern!(py, "headers"))?,
+                    Resp::Known(known, _) => known.headers.clone(),
+                };
+                response_header(line, headers, name)?
+            }
             Atom::Time => {
                 self.write_time(line, py)?;
                 Ok(())
@@ -286,15 +415,15 @@ fn write_int(line: &mut String, value: &Bound<'_, PyAny>) -> Native {
 
 /// `{name}o`: the last header of that name; a header name that is not ASCII
 /// goes to the getter, since Python compares Unicode lower case.
-fn response_header(line: &mut String, resp: &Bound<'_, PyAny>, name: &str) -> PyResult<Native> {
-    let Some(headers) = resp.getattr_opt(intern!(resp.py(), "headers"))? else {
+fn response_header(
+    line: &mut String,
+    headers: Option<Bound<'_, PyAny>>,
+    name: &str,
+) -> PyResult<Native> {
+    let Some(headers) = headers.filter(|h| !h.is_none()) else {
         line.push('-');
         return Ok(Ok(()));
     };
-    if headers.is_none() {
-        line.push('-');
-        return Ok(Ok(()));
-    }
     let items = if let Ok(list) = headers.cast_exact::<PyList>() {
         list.iter().collect::<Vec<_>>()
     } else if let Ok(tuple) = headers.cast_exact::<PyTuple>() {

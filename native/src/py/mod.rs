@@ -36,6 +36,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<wsgi_response::WsgiResponse>()?;
     m.add_class::<request_counts::RequestCounts>()?;
     m.add_class::<access_format::AccessFormat>()?;
+    m.add_class::<access_format::AccessLog>()?;
     m.add("ProxyHeaderError", py.get_type::<proxy::ProxyHeaderError>())?;
     m.add_class::<proxy::ProxyHeader>()?;
     m.add_function(wrap_pyfunction!(proxy::parse_proxy_header, m)?)?;

@@ -19,6 +19,7 @@ pub use ws_protocol::WebsocketProtocol;
 use pyo3::prelude::*;
 
 use crate::bridge::{Finish, ProtocolObject};
+use crate::py::access_format::AccessLog;
 
 /// An RSGI protocol object as `AppRun` runs it: the app is called with the
 /// scope and the object itself, which answers what the app left unanswered.
@@ -41,6 +42,17 @@ macro_rules! protocol_object {
             fn object(&self, py: Python<'_>) -> Py<PyAny> {
                 self.clone_ref(py).into_any()
             }
+
+            fn log_access(
+                &self,
+                py: Python<'_>,
+                log: &AccessLog,
+                scope: &Bound<'_, PyAny>,
+                seconds: f64,
+            ) {
+                let resp = access::AccessResponse::access_response(self.get(), py);
+                access::log_exchange(py, log, scope, resp, seconds)
+            }
         }
     };
 }
@@ -59,7 +71,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         py.get_type::<errors::RSGIProtocolClosed>(),
     )?;
     m.add_class::<scope::Scope>()?;
-    m.add_function(wrap_pyfunction!(access::rsgi_access_line, m)?)?;
     m.add_function(wrap_pyfunction!(access::rsgi_access_environ, m)?)?;
     m.add_class::<headers::Headers>()?;
     m.add_class::<protocol::HTTPProtocol>()?;

@@ -377,19 +377,19 @@ impl HTTPProtocol {
 
     /// The status of the response sent (0: none yet), for the access log.
     #[getter]
-    fn _status(&self) -> u16 {
+    pub(crate) fn _status(&self) -> u16 {
         self.status.load(Ordering::Relaxed)
     }
 
     /// Body bytes handed to the server, for the access log and metrics.
     #[getter]
-    fn _sent(&self) -> u64 {
+    pub(crate) fn _sent(&self) -> u64 {
         self.sent.load(Ordering::Relaxed)
     }
 
     /// The response's headers as the app gave them (None: no response).
     #[getter]
-    fn _headers(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+    pub(crate) fn _headers(&self, py: Python<'_>) -> Option<Py<PyAny>> {
         self.headers.get().map(|h| h.clone_ref(py))
     }
 }

@@ -257,7 +257,7 @@ impl WebsocketProtocol {
     }
 
     #[getter]
-    fn _status(&self) -> u16 {
+    pub(crate) fn _status(&self) -> u16 {
         self.status.load(Ordering::Relaxed)
     }
 }
