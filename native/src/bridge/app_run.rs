@@ -108,7 +108,16 @@ pub trait ProtocolObject: Send + Sync {
     /// The object the worker's `done` callable is given.
     fn object(&self, py: Python<'_>) -> Py<PyAny>;
     /// Writes the exchange's access line (`scope`: the one the app had).
-    fn log_access(&self, py: Python<'_>, log: &AccessLog, scope: &Bound<'_, PyAny>, seconds: f64);
+    /// None by default: the asgi worker's cycle logs its request itself, when
+    /// its response is complete, and its `AppCalls` hold no `AccessLog`.
+    fn log_access(
+        &self,
+        _py: Python<'_>,
+        _log: &AccessLog,
+        _scope: &Bound<'_, PyAny>,
+        _seconds: f64,
+    ) {
+    }
 }
 
 /// Where the app's coroutine is.

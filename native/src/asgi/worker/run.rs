@@ -13,7 +13,6 @@ use pyo3::prelude::*;
 
 use super::cycle::{AsgiCycle, ResponseState};
 use crate::bridge::{AppCalls, AppRun, Finish, ProtocolObject};
-use crate::py::access_format::AccessLog;
 
 struct WorkerCycle {
     cycle: Py<AsgiCycle>,
@@ -63,17 +62,6 @@ impl ProtocolObject for WorkerCycle {
 
     fn object(&self, py: Python<'_>) -> Py<PyAny> {
         self.cycle.clone_ref(py).into_any()
-    }
-
-    /// The asgi worker's cycle logs its request itself, when its response is
-    /// complete (`http/asgi_cycle.py`): its `AppCalls` hold no `AccessLog`.
-    fn log_access(
-        &self,
-        _py: Python<'_>,
-        _log: &AccessLog,
-        _scope: &Bound<'_, PyAny>,
-        _seconds: f64,
-    ) {
     }
 }
 
