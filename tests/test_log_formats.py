@@ -85,7 +85,8 @@ def test_json_lines_for_every_worker_class(any_worker, start_server, tmp_path):
 # without HTTP_): the line must be the same whichever class served it.
 EVERY_ATOM = (
     '%(h)s %(l)s %(u)s "%(r)s" %(m)s %(U)s %(q)s %(H)s %(s)s %(B)s %(b)s "%(f)s" "%(a)s" '
-    "%({content-type}i)s %({content-length}i)s %({x-two}i)s %({host}i)s %({missing}i)s"
+    "%({content-type}i)s %({content-length}i)s %({x-two}i)s %({host}i)s %({missing}i)s "
+    "%({content-type}o)s %({missing}o)s"
 )
 
 
@@ -116,7 +117,7 @@ def test_text_lines_for_every_worker_class(any_worker, start_server, tmp_path):
     assert wait_until(line) == (
         '127.0.0.1 - - "GET /status/%34%304?a=1&b=%22 HTTP/1.1" GET /status/404 a=1&b=%22 HTTP/1.1 '
         '404 10 10 "http://example.com/from" "agent \\"quoted\\"" '
-        "text/x-test 0 one,two h.example -"
+        "text/x-test 0 one,two h.example - text/plain -"
     )
 
 

@@ -16,7 +16,7 @@ pub(super) fn log_request(py: Python<'_>, log: &AccessLog, cycle: &HttpCycle, se
     let resp = KnownResponse {
         status: cycle._status(),
         sent: Some(cycle._sent()),
-        headers: None,
+        headers: cycle.kept_fields(py).map(Bound::into_any),
     };
     let head = RequestView::of(cycle.head());
     log.log(py, &resp, &head, cycle.client(), seconds);

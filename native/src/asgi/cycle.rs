@@ -18,7 +18,7 @@ use hyper::{HeaderMap, StatusCode};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyType;
+use pyo3::types::{PyList, PyType};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, oneshot};
 
@@ -100,6 +100,9 @@ pub struct HttpCycle {
     head: ExchangeHead,
     /// The client a trusted proxy's headers named, if any.
     proxied_client: Option<String>,
+    /// The app's response fields, kept for an access line that reads them
+    /// (`{name}o`) once `keep_response_fields` asked for them.
+    kept_fields: Option<Mutex<Option<AppFields>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -127,6 +130,7 @@ impl HttpCycle {
             client_left: Arc::new(AtomicBool::new(cut)),
             head: ex.head,
             proxied_client: None,
+            kept_fields: None,
         }
     }
 
@@ -137,6 +141,24 @@ impl HttpCycle {
     /// The client a trusted proxy's headers named (forwarded.rs).
     pub fn set_proxied_client(&mut self, client: Option<String>) {
         self.proxied_client = client;
+    }
+
+    /// Keeps the app's response fields for the access line.
+    pub fn keep_response_fields(&mut self) {
+        self.kept_fields = Some(Mutex::new(None));
+    }
+
+    /// The response fields kept, as the `(name, value)` str pairs a line
+    /// reads (latin-1, as the asgi worker decodes them); None when not kept.
+    pub(crate) fn kept_fields<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyList>> {
+        let kept = lock(self.kept_fields.as_ref()?);
+        let fields = kept.as_ref()?;
+        let latin1 = |b: &[u8]| b.iter().map(|&c| c as char).collect::<String>();
+        let pairs = fields
+            .fields()
+            .map(|(name, value, _)| (latin1(name), latin1(value)))
+            .collect::<Vec<_>>();
+        PyList::new(py, pairs).ok()
     }
 
     /// The client's address as the scope gives it, for the access line.
@@ -501,6 +523,9 @@ impl HttpCycle {
                     trailers,
                 },
             ) => {
+                if let Some(kept) = &self.kept_fields {
+                    *lock(kept) = Some(headers.clone());
+                }
                 *out = Outbound::Started {
                     status,
                     headers,

@@ -357,6 +357,11 @@ impl NativeServer {
             let hints = cycle.writes_interim();
             let scope = app.http_scope(py, cycle.head(), &conn, &proxied, hints)?;
             cycle.set_proxied_client(proxied.client);
+            if let Some(access) = &app.calls.get().access {
+                if access.get().reads_response_fields() {
+                    cycle.keep_response_fields();
+                }
+            }
             let cycle = Box::new(Py::new(py, cycle)?);
             let run = AppRun::new(app.calls.clone_ref(py), scope.into_any().unbind(), cycle);
             self.run_task(py, run)?;

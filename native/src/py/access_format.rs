@@ -40,6 +40,9 @@ pub struct AccessFormat {
     /// `time_text(second) -> str`, called once a second at most.
     time_text: Py<PyAny>,
     time_cache: Mutex<(u64, String)>,
+    /// A `{name}o` is in the format: the server keeps the response's fields
+    /// for the line only then.
+    reads_response_fields: bool,
 }
 
 /// The response an access line reads.
@@ -108,6 +111,11 @@ impl AccessLog {
 }
 
 impl AccessLog {
+    /// Whether a line reads the response's fields (`KnownResponse::headers`).
+    pub fn reads_response_fields(&self) -> bool {
+        self.format.get().reads_response_fields
+    }
+
     /// Logs `head`, answered with `resp`, from the client `client` ("addr:
     /// port") after `seconds`. Never raises: the request is over either way.
     pub fn log(
@@ -152,6 +160,9 @@ impl AccessFormat {
         tail: String,
         time_text: Py<PyAny>,
     ) -> Self {
+        let reads_response_fields = pieces.iter().any(|(_, key, _, _)| {
+            key.starts_with('{') && (key.ends_with("}o") || key.ends_with("}O"))
+        });
         let pieces = pieces
             .into_iter()
             .map(|(literal, key, spec, getter)| {
@@ -176,6 +187,7 @@ impl AccessFormat {
             tail,
             time_text,
             time_cache: Mutex::new((u64::MAX, String::new())),
+            reads_response_fields,
         }
     }
 

@@ -14,7 +14,7 @@ use crate::http1_codec::{check_field, AppField};
 /// is a number) and the fields, in one buffer: two allocations a response,
 /// where a pair of vectors per field and a header map made six or more for
 /// a two-field answer.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct AppFields {
     bytes: Vec<u8>,
     status_end: usize,
