@@ -241,6 +241,37 @@ def test_worker_connections_serves_clients_that_connect_first_and_send_later(asg
     assert [a.split(b"\r\n", 1)[0] for a in answers] == [b"HTTP/1.1 200 OK"] * 8
 
 
+def test_answers_gathered_across_connections_keep_each_connections_order(asgi):
+    """With other connections open, the asgi worker's whole responses wait
+    for the end of the loop's turn and leave together: each connection
+    still gets its own answers, whole and in its order, and one that asked
+    to close (or spoke HTTP/1.0) is closed after its last answer."""
+    server = asgi()
+    idle = server.connect(timeout=10)  # keeps another connection open throughout
+    try:
+        heads = []
+        for c in range(6):
+            pipeline = b"".join(
+                f"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\n{c}:{i:03d}".encode()
+                for i in range(20)
+            )
+            last = (
+                f"POST /echo HTTP/1.0\r\nContent-Length: 5\r\n\r\n{c}:end"
+                if c % 2
+                else f"POST /echo HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
+                f"Content-Length: 5\r\n\r\n{c}:end"
+            )
+            heads.append(pipeline + last.encode())
+        answers = answers_until_closed(server, heads)
+        for c, data in enumerate(answers):
+            bodies = [part.split(b"\r\n\r\n", 1)[1][:5] for part in data.split(b"HTTP/1.")[1:]]
+            assert bodies == [f"{c}:{i:03d}".encode() for i in range(20)] + [f"{c}:end".encode()]
+        idle.sendall(b"GET /stream HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        assert read_until_closed(idle).startswith(b"HTTP/1.1 200 OK")
+    finally:
+        idle.close()
+
+
 def test_long_pipeline_is_answered_in_full(asgi):
     server = asgi()
     count = 300

@@ -25,10 +25,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PySet, PyString, PyTuple};
 
 use super::cycle::{monotonic, AsgiCycle};
 use super::run::run_asgi_cycle;
+use super::turn_writes::TurnWrites;
 use crate::bridge::AppCalls;
 use crate::py::request::{Request, RequestParser};
 use crate::py::request_counts::RequestCounts;
@@ -71,6 +72,10 @@ pub struct AsgiHttpShared {
     cycle_class: Py<PyAny>,
     /// Whether anything is decided before the app (the subclass's `_screen`).
     screened: AtomicBool,
+    /// Whole responses waiting for the end of the loop's turn.
+    turn_writes: Py<TurnWrites>,
+    /// The context's set of open connections (`AsgiContext.connections`).
+    connections: Py<PySet>,
 }
 
 #[pymethods]
@@ -104,6 +109,8 @@ impl AsgiHttpShared {
             proxy_fields,
             cycle_class,
             screened: AtomicBool::new(false),
+            turn_writes: Py::new(py, TurnWrites::new(&get("loop")?)?)?,
+            connections: get("connections")?.cast_into()?.unbind(),
         })
     }
 
@@ -129,6 +136,14 @@ impl AsgiHttpShared {
 
     pub(super) fn serve_state(&self) -> &Py<PyAny> {
         &self.serve_state
+    }
+
+    pub(super) fn turn_writes(&self) -> &Py<TurnWrites> {
+        &self.turn_writes
+    }
+
+    pub(super) fn open_connections(&self, py: Python<'_>) -> usize {
+        self.connections.bind(py).len()
     }
 
     pub(super) fn counts(&self) -> &Py<RequestCounts> {
@@ -342,7 +357,11 @@ impl AsgiHttpConnection {
             (me.transport.clone_ref(py), me.shared.clone_ref(py))
         };
         let shared = shared.get();
-        if !keep_alive || stopping(shared, py)? || is_closing(transport.bind(py))? {
+        // Not on `stopping` alone: a head that said keep-alive before the
+        // stop began lets the client send again at once, so the connection
+        // goes idle and the stop's sweep closes it after its grace, as any
+        // idle one (closing now raced with that next request).
+        if !keep_alive || is_closing(transport.bind(py))? {
             return Self::close(slf);
         }
         let now = monotonic(py)?;
@@ -389,14 +408,6 @@ impl AsgiHttpConnection {
 fn is_closing(transport: &Bound<'_, PyAny>) -> PyResult<bool> {
     transport
         .call_method0(intern!(transport.py(), "is_closing"))?
-        .is_truthy()
-}
-
-fn stopping(shared: &AsgiHttpShared, py: Python<'_>) -> PyResult<bool> {
-    shared
-        .serve_state
-        .bind(py)
-        .getattr(intern!(py, "stopping"))?
         .is_truthy()
 }
 

@@ -26,6 +26,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict, PyInt, PyList, PyMemoryView, PyS
 use pyo3::{ffi, intern};
 
 use super::connection::AsgiHttpConnection;
+use super::turn_writes::TurnWrites;
 use crate::http1_codec::Version;
 use crate::py::awaitable::done;
 use crate::py::chunked::ChunkedDecoder;
@@ -388,6 +389,37 @@ impl AsgiCycle {
 }
 
 impl AsgiCycle {
+    /// A whole response, complete here, written at the end of the loop's
+    /// turn with the connection's next step (`turn_writes.rs`); false when
+    /// it should go out now (no other connection to gather with).
+    fn finish_after_turn(slf: &Bound<'_, Self>, data: &Bound<'_, PyBytes>) -> PyResult<bool> {
+        let py = slf.py();
+        let (proto, transport) = {
+            let me = slf.borrow();
+            if me.sent != me.length {
+                return Ok(false); // short of its Content-Length: finish() says so
+            }
+            (me.proto.clone_ref(py), me.transport.clone_ref(py))
+        };
+        let turn = {
+            let conn = proto.borrow(py);
+            let shared = conn.shared().get();
+            let turn = shared.turn_writes().bind(py).clone();
+            if !TurnWrites::worth_waiting(&turn, shared.open_connections(py)) {
+                return Ok(false);
+            }
+            turn
+        };
+        let keep_alive = {
+            let mut me = slf.borrow_mut();
+            me.response = ResponseState::Complete;
+            me.keep_alive
+        };
+        Self::wake_impl(slf)?;
+        TurnWrites::push(&turn, slf, proto, transport, data.clone(), keep_alive)?;
+        Ok(true)
+    }
+
     fn start_message(slf: &Bound<'_, Self>, dict: &Bound<'_, PyDict>) -> PyResult<()> {
         let py = slf.py();
         let status = dict
@@ -453,7 +485,11 @@ impl AsgiCycle {
                 }
                 slf.borrow_mut().sent = size as i64;
                 if size <= JOIN_UP_TO {
-                    write(transport, joined(py, &[&head, body.as_bytes()])?)?;
+                    let data = joined(py, &[&head, body.as_bytes()])?;
+                    if !more && !trailers && Self::finish_after_turn(slf, &data)? {
+                        return Ok(());
+                    }
+                    write(transport, data)?;
                 } else {
                     let parts = PyTuple::new(py, [PyBytes::new(py, &head), body.clone()])?;
                     transport.call_method1(intern!(py, "writelines"), (parts,))?;

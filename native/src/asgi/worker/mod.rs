@@ -8,6 +8,7 @@
 mod connection;
 mod cycle;
 mod run;
+mod turn_writes;
 
 use pyo3::prelude::*;
 
