@@ -2,8 +2,9 @@
 //! loop): per connection `AsgiHttpConnection` (`connection.rs`, the base of
 //! `supervise/http/asgi_http.py`'s `HttpProtocol`), per request `AsgiCycle`
 //! (`cycle.rs`, the base of `asgi_cycle.py`'s `RequestCycle`), and the
-//! request's Task on the engine's `AppRun` (`run.rs`). Python subclasses
-//! keep what is rare or waits.
+//! request's Task on the engine's `AppRun` (`run.rs`), and the whole
+//! responses that wait for the end of the loop's turn (`turn_writes.rs`).
+//! Python subclasses keep what is rare or waits.
 
 mod connection;
 mod cycle;
