@@ -149,6 +149,50 @@ def test_requests_arriving_together_on_many_connections_are_answered_in_order(
             sock.close()
 
 
+def sized_body(path: str, size: int) -> bytes:
+    """What concurrency_apps.sized answers for ``path``: the path repeated."""
+    unit = path.encode() + b"."
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+def test_a_held_answer_larger_than_the_client_takes_at_once_arrives_whole(
+    start_server, keepalive_worker, tmp_path
+):
+    # A whole response held for the rest of its poll can be more than the
+    # client's socket takes: here the slow client reads nothing until its
+    # answers are all made, on a unix socket (its buffer does not grow as
+    # loopback TCP's does, to 4 MiB), so from the fourth round on its answer
+    # does not fit. What the worker could not write when the poll's answers
+    # left follows as the client reads, in order, and the other connections'
+    # answers do not wait for it. (Rounds: the slow client's unread requests
+    # must fit its own socket's buffer, or its writes wait on the server's.)
+    path = str(tmp_path / "s.sock")
+    server = start_server("-k", keepalive_worker, "--threads", "4", f"{APPS}:sized", unix=path)
+    slow = server.connect()
+    slow.settimeout(30)
+    socks = [server.connect() for _ in range(12)]
+    rounds, size = 40, 64000
+    try:
+        for round_ in range(rounds):
+            # In the middle of the batch, so that other events are pending when
+            # its answer is made (what makes a worker hold it).
+            for n, sock in enumerate(socks):
+                if n == len(socks) // 2:
+                    slow.sendall(b"GET /slow-%d?%d HTTP/1.1\r\nHost: t\r\n\r\n" % (round_, size))
+                sock.sendall(b"GET /%d-%d?1000 HTTP/1.1\r\nHost: t\r\n\r\n" % (round_, n))
+            for n, sock in enumerate(socks):
+                status, _, body = Client(sock).response()
+                assert (status, body) == (200, sized_body(f"/{round_}-{n}", 1000))
+        slow_client = Client(slow)
+        for round_ in range(rounds):
+            status, _, body = slow_client.response()
+            assert (status, body) == (200, sized_body(f"/slow-{round_}", size))
+    finally:
+        slow.close()
+        for sock in socks:
+            sock.close()
+
+
 def test_a_quick_answer_does_not_wait_behind_a_slow_one_of_the_same_poll(
     start_server, keepalive_worker
 ):

@@ -19,10 +19,6 @@ class Recorder:
     def __init__(self) -> None:
         self.sent: list[tuple[str, bytes]] = []
 
-    @staticmethod
-    def before_response() -> None:
-        pass
-
     def sendall(self, data: bytes) -> None:
         self.sent.append(("sendall", bytes(data)))
 

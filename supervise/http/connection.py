@@ -73,12 +73,6 @@ class Connection:
     # Replaceable by a worker with its own scheduler: (sock, write, timeout) -> ready.
     wait: Callable[[Any, bool, float | None], bool] = staticmethod(wait_io)
 
-    @staticmethod
-    def before_response() -> None:
-        """Called once per response, before its head is sent. A worker whose
-        scheduler serves many connections in one turn (gevent) lets the others
-        answer first, so that one turn's responses leave together."""
-
     def __init__(
         self,
         sock: socket.socket,
@@ -236,8 +230,19 @@ class Connection:
             self._send_rest(data, sent)
 
     # A whole response in one piece (``Response.send_whole``). A worker that
-    # serves several connections per poll may hold it back (gthread).
+    # serves several connections per poll may hold it back (gthread, gevent).
     send_last = sendall
+
+    def send_what_fits(self, data: bytes) -> int:
+        """Send what of ``data`` the socket takes without waiting; the count.
+        0 also when the client is gone: the next ``sendall`` says so."""
+        try:
+            sent = self.sock.send(data)
+        except OSError:  # full (BlockingIOError, a TLS want), or gone
+            return 0
+        if self.pace is not None:
+            self.pace.taken += sent
+        return sent
 
     def _send_rest(self, data: bytes, sent: int) -> None:
         view = memoryview(data)

@@ -354,7 +354,11 @@ class WSGIHandler:
         return keep
 
     def _run_app(self, environ: dict[str, Any], resp: Response) -> None:
-        result = self.app(environ, resp.start_response)
+        # Loaded, then called: `self.app(...)` on an instance attribute is a
+        # method load that CPython 3.11 cannot specialise, looked up afresh
+        # each request (the class's MRO, then the instance).
+        app = self.app
+        result = app(environ, resp.start_response)
         try:
             if type(result) is list and len(result) == 1:
                 resp.send_whole(result[0])

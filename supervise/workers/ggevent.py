@@ -31,7 +31,7 @@ import importlib
 import socket
 from collections.abc import Callable
 from time import monotonic
-from typing import Any
+from typing import Any, ClassVar
 
 import gevent
 from gevent import monkey
@@ -41,6 +41,7 @@ from gevent.pool import Pool
 from gevent.socket import wait_read, wait_write
 
 from supervise.http.connection import Connection
+from supervise.http.errors import ClientError
 from supervise.http.wsgi import WSGIHandler
 from supervise.workers.accepting import SocketWorker
 from supervise.workers.base import IDLE_GRACE_ON_STOP
@@ -70,41 +71,147 @@ _NEVER = float("inf")
 # What an idle connection's wait returns: data arrived, or the sweep closes it.
 _READY = True
 _CLOSE = False
+# And what it returns when the turn's end left part of a held response for it.
+_SEND_HELD = 2
 
 
 class _WaitTimeout(Exception):
     """Raised inside gevent's wait when the deadline passes; never leaves this module."""
 
 
+# The largest whole response that may wait for the rest of the hub's turn
+# (_TurnWrites); a larger one is sent at once.
+HOLD_AT_MOST = 64 * 1024
+
+
+def _wait_on_hub(sock: Any, write: bool, timeout: float | None) -> bool:
+    """Park the greenlet until ``sock`` is ready; False when ``timeout`` passes."""
+    try:
+        (wait_write if write else wait_read)(sock.fileno(), timeout, _WaitTimeout)
+    except _WaitTimeout:
+        return False
+    return True
+
+
+class _TurnWrites:
+    """The whole responses made while other connections' events wait in the
+    same turn of the hub, written one after the other by one callback at the
+    turn's end, once those connections' apps have run.
+
+    Each write wakes its reader: a client on the same host, woken from sleep
+    once per response across cores, cost the worker more than the wait
+    (figures: docs/performance.md, "One poll's responses leave together").
+    Before, each such response switched to the hub and back to wait for the
+    turn's end; now the greenlet goes straight on to its next read, two
+    greenlet switches fewer a request. A lone connection finds nothing
+    pending and writes at once.
+    """
+
+    __slots__ = ("held", "loop", "scheduled")
+
+    def __init__(self, loop: Any) -> None:
+        self.loop = loop
+        self.held: list[GeventConnection] = []
+        self.scheduled = False
+
+    def may_hold(self) -> bool:
+        return bool(self.loop.pendingcnt)
+
+    def hold(self, conn: GeventConnection) -> None:
+        conn.queued = True
+        self.held.append(conn)
+        if not self.scheduled:
+            self.scheduled = True
+            self.loop.run_callback(self.flush)
+
+    def flush(self) -> None:
+        """Runs in the hub, so it never waits: what a socket does not take at
+        once is left for the connection's own greenlet (``write_held``)."""
+        self.scheduled = False
+        held, self.held = self.held, []
+        for conn in held:
+            conn.write_held(self.loop)
+
+
 class GeventConnection(Connection):
-    """A connection that waits on the gevent hub: the greenlet parks until the socket is ready."""
+    """A connection that waits on the gevent hub: the greenlet parks until the
+    socket is ready. Its whole responses may wait in ``held`` for the end of
+    the hub's turn (_TurnWrites); anything else it sends, and any wait for the
+    client, sends what is held first, so the bytes leave in order and nothing
+    waits for a client that waits for them."""
 
-    __slots__ = ()
+    __slots__ = ("client", "held", "queued")
 
-    @staticmethod
-    def before_response() -> None:
-        # Other connections' events still pending in this turn of the hub:
-        # their apps run first, then the responses leave one after the other.
-        # Each write wakes its reader; a client on the same host, woken from
-        # sleep once per response across cores, cost the worker more than the
-        # extra greenlet switch (gevent get-4b pinned, wrk -c128: 1.30x the
-        # requests). A lone connection finds nothing pending and never waits.
-        hub = get_hub()
-        if hub.loop.pendingcnt:
-            # A Waiter, not a bare switch: if something else wakes this
-            # greenlet meanwhile (an app's gevent.Timeout), the callback
-            # finds nobody waiting and does nothing.
-            waiter = Waiter(hub)
-            hub.loop.run_callback(waiter.switch, None)
-            waiter.get()
+    # Set by the worker at run(): one per process, as the hub is.
+    turn: ClassVar[_TurnWrites | None] = None
 
-    @staticmethod
-    def wait(sock: Any, write: bool, timeout: float | None) -> bool:
-        try:
-            (wait_write if write else wait_read)(sock.fileno(), timeout, _WaitTimeout)
-        except _WaitTimeout:
-            return False
-        return True
+    def __init__(
+        self,
+        sock: Any,
+        environ: dict,
+        trusted: bool,
+        send_timeout: float | None,
+        send_min_rate: int = 0,
+    ) -> None:
+        super().__init__(sock, environ, trusted, send_timeout, send_min_rate)
+        self.held = b""
+        self.queued = False  # in the turn's list: its end will write ``held``
+        # The greenlet's state (set by the worker): write_held wakes it if idle.
+        self.client: _Client | None = None
+
+    def wait(self, sock: Any, write: bool, timeout: float | None) -> bool:  # type: ignore[override]
+        if self.held:
+            self.release()
+        return _wait_on_hub(sock, write, timeout)
+
+    def send_last(self, data: bytes) -> None:
+        turn = self.turn
+        if self.held:
+            self.sendall(data)
+        elif turn is not None and len(data) <= HOLD_AT_MOST and turn.may_hold():
+            self.held = data
+            turn.hold(self)
+        else:
+            _send_now(self, data)
+
+    def sendall(self, data: bytes) -> None:
+        if self.held:  # what was held goes first (a pipelined request's answer)
+            data = self.held + data
+            self.held = b""
+        _send_now(self, data)
+
+    def release(self) -> None:
+        """Send what is held, waiting as sendall does (ClientError as sendall)."""
+        held = self.held
+        if held:
+            self.held = b""
+            _send_now(self, held)
+
+    def write_held(self, loop: Any) -> None:
+        """The turn's end (in the hub): what the socket takes without waiting.
+        The rest, or the error, is the greenlet's: woken now if it waits for
+        its next request, else it sends the rest at its next wait or write."""
+        self.queued = False
+        data = self.held
+        if not data:
+            return  # its greenlet sent it meanwhile
+        sent = self.send_what_fits(data)  # a full socket or an error: the greenlet's
+        if sent == len(data):
+            self.held = b""
+            return
+        self.held = data[sent:] if sent else data
+        client = self.client
+        if client is not None and client.waiter is not None:
+            loop.run_callback(client.waiter.switch, _SEND_HELD)
+
+    def close(self) -> None:
+        if self.held:
+            with contextlib.suppress(ClientError):
+                self.release()
+        super().close()
+
+
+_send_now = Connection.sendall
 
 
 class _Client:
@@ -143,6 +250,7 @@ class GeventWorker(SocketWorker):
         # Greenlets run requests concurrently in one process: say so, as threads would.
         self.handler = WSGIHandler(self, multithread=True)
         self.handler.connection_class = GeventConnection
+        GeventConnection.turn = _TurnWrites(self.hub.loop)
         self.clients: set[_Client] = set()
         self.busy = 0  # requests being served (greenlets never switch inside += 1)
         self.pool = Pool(self.max_clients)
@@ -222,14 +330,13 @@ class GeventWorker(SocketWorker):
         if self.proxy_protocol is not None and self.owes_header(addr):
             # Waits on the hub; the tick's sweep does not see this greenlet yet,
             # header_timeout bounds it.
-            opened = self.after_header(
-                sock, addr, self.handler.header_timeout, GeventConnection.wait
-            )
+            opened = self.after_header(sock, addr, self.handler.header_timeout, _wait_on_hub)
             if opened is None:
                 return
             sock, addr = opened
         conn = self.handler.connection(sock, addr, base)
         client = _Client()
+        conn.client = client
         self.clients.add(client)
         io = self.hub.loop.io(sock.fileno(), 1)
         try:
@@ -247,12 +354,19 @@ class GeventWorker(SocketWorker):
             self.clients.discard(client)
             conn.close()
 
-    def _requests(self, conn: Connection, client: _Client, io: Any) -> None:
+    def _requests(self, conn: GeventConnection, client: _Client, io: Any) -> None:
         """Serve requests on ``conn`` until it closes or the worker stops."""
         handle = self.handler.handle
         tls = self.ssl_context is not None
         while True:
             if not conn.buf and not (tls and conn.sock.pending()):  # type: ignore[attr-defined]
+                if conn.held and not conn.queued:
+                    # The turn's end has been (the app's close() waited on the
+                    # hub) and left part of the response: it goes before the wait.
+                    try:
+                        conn.release()
+                    except ClientError:
+                        return
                 # Idle: wait for the next request on the hub, without a timer; the
                 # tick closes the connection once its deadline passes.
                 client.deadline = monotonic() + (
@@ -265,6 +379,12 @@ class GeventWorker(SocketWorker):
                 finally:
                     io.stop()
                     client.waiter = None
+                if ready is _SEND_HELD:
+                    try:
+                        conn.release()
+                    except ClientError:
+                        return
+                    continue
                 # Told to close (stopping, or idle past keep-alive): unless the
                 # next request is already here, then it is answered first.
                 if ready is not _READY and not conn.has_input():

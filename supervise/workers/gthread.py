@@ -61,6 +61,13 @@ SWITCH_AFTER = 0.001
 HOLD_AT_MOST = 64 * 1024
 
 
+# The base class's functions, as globals: called once a request, and
+# `Class.function` is an attribute load of a class that CPython 3.11 does not
+# specialise (a global is).
+_send_now = Connection.sendall
+_count_finished = SocketWorker.request_finished
+
+
 class _HoldingConnection(Connection):
     """A connection whose whole response may wait, in ``held``, until the
     leader has run the other requests of the same poll; then that poll's
@@ -88,20 +95,28 @@ class _HoldingConnection(Connection):
         elif self.may_hold and len(data) <= HOLD_AT_MOST:
             self.held = data
         else:
-            Connection.sendall(self, data)
+            _send_now(self, data)
 
     def sendall(self, data: bytes) -> None:
         if self.held:  # what was held goes first (a pipelined request's answer)
             data = self.held + data
             self.held = b""
-        Connection.sendall(self, data)
+        _send_now(self, data)
 
     def release(self) -> None:
         """Send what was held (ClientDisconnected, ClientTimeout as sendall)."""
         held = self.held
         if held:
             self.held = b""
-            Connection.sendall(self, held)
+            _send_now(self, held)
+
+    def release_what_fits(self) -> bool:
+        """Send what of ``held`` the socket takes without waiting; True when
+        nothing is left to send."""
+        held = self.held
+        sent = self.send_what_fits(held)
+        self.held = held[sent:] if sent else held
+        return sent == len(held)
 
     def close(self) -> None:
         if self.held:
@@ -158,6 +173,10 @@ class ThreadWorker(SocketWorker):
         self.accept_paused = True
         # Whoever turns ``parked`` off owns the connection: the leader that
         # claims a reported one, or the main thread closing one past its deadline.
+        # These three are taken five times a request, by acquire() and release()
+        # rather than `with`: on 3.11 a `with` on a C lock looks up and binds
+        # __enter__ and __exit__ each time, 75 ns a use (docs/performance.md,
+        # "What CPython 3.11 does not specialise").
         self.park_lock = threading.Lock()
         self.count_lock = threading.Lock()
         # Connections served from the current poll whose response is held back:
@@ -203,8 +222,12 @@ class ThreadWorker(SocketWorker):
     def request_finished(self, status: int, seconds: float, sent: int) -> None:
         # Threads finish requests concurrently: the lock keeps max_requests and
         # the scoreboard's counters exact (an increment is a read and a store).
-        with self.count_lock:
-            SocketWorker.request_finished(self, status, seconds, sent)
+        lock = self.count_lock
+        lock.acquire()
+        try:
+            _count_finished(self, status, seconds, sent)
+        finally:
+            lock.release()
 
     # -- the main thread ---------------------------------------------------------
     def _housekeep(self) -> None:
@@ -308,10 +331,13 @@ class ThreadWorker(SocketWorker):
         poll = self.poller.poll
         relay = self.relay
         tick = self.tick
+        # Bound once: with more attributes than a shared-key dict holds, the
+        # worker's `self.method()` loads did not specialise in this loop.
+        claim, readable, serve = self._claim, self._readable, self._serve
         while not self.finished:
             if not ready:
-                if self.holding:
-                    self._release()
+                if self.holding and self._release() and not relay.keep_lead():
+                    return  # another thread polls now: this one waited on a slow reader
                 if self.unlistened and not self.listeners_gone:
                     self._listeners_gone()  # what was polled with them is handled
                 events = poll(0)
@@ -327,13 +353,13 @@ class ThreadWorker(SocketWorker):
             fd, _ = ready.popleft()
             client = clients.get(fd)
             if client is not None:
-                if not self._claim(client):
+                if not claim(client):
                     continue
-                head = self._readable(client)
+                head = readable(client)
                 if head is None:
                     continue
                 relay.serve()
-                self._serve(client, index, head)
+                serve(client, index, head)
                 if not relay.keep_lead():
                     return
             elif fd in targets:
@@ -362,11 +388,15 @@ class ThreadWorker(SocketWorker):
     def _claim(self, client: _Client) -> bool:
         """Take a parked connection over; False if another thread (or the main
         thread's sweep) has it, or it is gone: a stale report, nothing to do."""
-        with self.park_lock:
+        lock = self.park_lock
+        lock.acquire()
+        try:
             if not client.parked or self.clients.get(client.fd) is not client:
                 return False
             client.parked = False
             return True
+        finally:
+            lock.release()
 
     def _listen(self, on: bool) -> None:
         """(Un)register the listeners: off while at worker_connections or stopping."""
@@ -485,8 +515,9 @@ class ThreadWorker(SocketWorker):
     def _head(self, buf: bytes) -> Any:
         """The parser's (request, head length) once ``buf`` holds a whole head,
         ``_BadHead`` for one to refuse, None while it is incomplete."""
+        parse = self.parse  # see _run_app: a callable attribute is loaded, then called
         try:
-            return self.parse(buf)
+            return parse(buf)
         except ParseError:
             return _BadHead  # handle() parses it again and answers the error
 
@@ -536,8 +567,10 @@ class ThreadWorker(SocketWorker):
                     return
                 client.deadline = monotonic() + (self.header_timeout if buf else self.keepalive)
                 if conn.held:
-                    with self.hold_lock:
-                        self.holding.append(client)
+                    lock = self.hold_lock
+                    lock.acquire()
+                    self.holding.append(client)
+                    lock.release()
                 else:
                     self._park(client, False)
                 return
@@ -547,29 +580,51 @@ class ThreadWorker(SocketWorker):
         finally:
             started[index] = 0.0
 
-    def _release(self) -> None:
+    def _release(self) -> bool:
         """Send the held responses, in the order they were made, and park
-        their connections; one whose client is gone is closed."""
-        with self.hold_lock:
-            holding, self.holding = self.holding, []
+        their connections; one whose client is gone is closed. True if this
+        thread had to wait for a client, and may have lost the lead meanwhile.
+
+        A socket that does not take its answer at once gets the rest after
+        every other held answer went: a client that reads slowly delays its
+        own answers, not the poll's."""
+        lock = self.hold_lock
+        lock.acquire()
+        holding, self.holding = self.holding, []
+        lock.release()
+        behind = []
         for client in holding:
+            if client.conn.release_what_fits():  # type: ignore[attr-defined]
+                self._park(client, False)
+            else:
+                behind.append(client)
+        if not behind:
+            return False
+        # Waiting on a slow reader, as a slow app would: a waiting thread takes
+        # the lead after SWITCH_AFTER, and polls for the others meanwhile.
+        self.relay.serve()
+        for client in behind:
             try:
                 client.conn.release()  # type: ignore[attr-defined]
             except ClientError:  # gone, or stopped reading: nobody to answer
                 self._close(client)
             else:
                 self._park(client, False)
+        return True
 
     # -- any thread ------------------------------------------------------------------
     def _park(self, client: _Client, write: bool) -> None:
         """Hand the connection back to the poller, to report when it is readable."""
-        with self.park_lock:
+        lock = self.park_lock
+        lock.acquire()
+        try:
             client.parked = True
-            try:
-                self.poller.arm(client.fd, write)
-            except OSError:  # already closed under us: nothing to wait for
-                client.parked = False
-                self._close(client)
+            self.poller.arm(client.fd, write)
+        except OSError:  # already closed under us: nothing to wait for
+            client.parked = False
+            self._close(client)
+        finally:
+            lock.release()
 
     def _close(self, client: _Client) -> None:
         # Forget the descriptor before closing it: once closed, its number can be

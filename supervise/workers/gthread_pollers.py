@@ -25,8 +25,7 @@ class _Epoll:
     def __init__(self, wake_w: int) -> None:
         self._ep = select.epoll()
         self._exclusive = getattr(select, "EPOLLEXCLUSIVE", 0)
-        # arm() runs once a request: its two masks and the bound call made once.
-        self._modify = self._ep.modify
+        # arm() runs once a request: its two masks made once.
         self._read_once = select.EPOLLIN | select.EPOLLONESHOT
         self._write_once = select.EPOLLOUT | select.EPOLLONESHOT
 
@@ -49,7 +48,7 @@ class _Epoll:
 
     def arm(self, fd: int, write: bool) -> None:
         """Any thread: report ``fd`` once when readable (or writable). OSError if gone."""
-        self._modify(fd, self._write_once if write else self._read_once)
+        self._ep.modify(fd, self._write_once if write else self._read_once)
 
     def forget(self, fd: int) -> None:
         """Before the main thread closes a connection it holds (closing unregisters)."""

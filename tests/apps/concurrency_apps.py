@@ -25,6 +25,20 @@ def path(environ, start_response):
     return [body]
 
 
+def sized(environ, start_response):
+    """A body of ?n bytes (default 60000), made of the path repeated: a client
+    can tell whose answer it got and that none of it is missing."""
+    size = int(environ.get("QUERY_STRING") or "60000")
+    body = sized_body(environ["PATH_INFO"], size)
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(size))])
+    return [body]
+
+
+def sized_body(path: str, size: int) -> bytes:
+    unit = path.encode() + b"."
+    return (unit * (size // len(unit) + 1))[:size]
+
+
 def sleepy(environ, start_response):
     """Sleeps ?seconds (default 0.1) in the app: long I/O, as a database call would.
 

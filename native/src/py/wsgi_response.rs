@@ -1,8 +1,8 @@
 //! `WsgiResponse`: the per-request half of a Python worker's WSGI response
 //! (sync, gthread, gevent): `start_response`, `write`, the one-block body,
 //! the end of the body. The connection stays a Python object: the response
-//! calls its `sendall`, `send_last` and `before_response`, whose waiting,
-//! pacing and holding belong to the worker. The rare paths (a file sent with
+//! calls its `sendall` and `send_last`, whose waiting, pacing and holding
+//! belong to the worker. The rare paths (a file sent with
 //! sendfile, an error answered by the server) are the Python subclass's
 //! (`supervise/http/wsgi_response.py`), which reads the fields exposed here.
 //!
@@ -214,7 +214,6 @@ fn head(slf: &Bound<'_, WsgiResponse>, known_length: i64) -> PyResult<Vec<u8>> {
             me.is_head,
         )
     };
-    conn.bind(py).call_method0(intern!(py, "before_response"))?;
     if state
         .bind(py)
         .getattr(intern!(py, "stopping"))?
