@@ -198,7 +198,7 @@ fn as_bytes<'py>(data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
 /// The head, and the framing it decided recorded on the response.
 fn head(slf: &Bound<'_, WsgiResponse>, known_length: i64) -> PyResult<Vec<u8>> {
     let py = slf.py();
-    let (status, headers, conn, state, http11, is_head) = {
+    let (status, headers, state, http11, is_head) = {
         let me = slf.borrow();
         let Some(status) = me.status.as_ref() else {
             return Err(PyAssertionError::new_err(
@@ -208,7 +208,6 @@ fn head(slf: &Bound<'_, WsgiResponse>, known_length: i64) -> PyResult<Vec<u8>> {
         (
             status.clone_ref(py),
             me.headers.clone_ref(py),
-            me.conn.clone_ref(py),
             me.state.clone_ref(py),
             me.http11,
             me.is_head,
