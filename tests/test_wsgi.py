@@ -390,6 +390,21 @@ def test_app_headers_are_kept(start_server):
     assert body == b"ok"
 
 
+def test_latin1_header_values_go_out_as_their_bytes(start_server):
+    """A value's characters up to U+00FF are its bytes on the wire (PEP 3333),
+    from a plain str and from a str subclass alike; one above U+00FF makes
+    start_response raise, so the client gets a 500 and the worker goes on."""
+    server = start_server(f"{APP}:latin1_fields")
+    raw = server.raw(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    assert b"\r\nX-Plain: caf\xe9\r\n" in raw
+    assert b"\r\nX-Label: na\xefve \xff\r\n" in raw
+    assert raw.endswith(b"\r\n\r\nok")
+    status, _, _ = server.get("/?wide=1")
+    assert status == 500
+    server.wait_for_log(r"X-Wide|not latin-1|latin-1")
+    assert server.get("/")[0] == 200
+
+
 def test_large_response(start_server):
     server = start_server(f"{APP}:big")
     status, _, body = server.get("/?size=3000001")

@@ -163,6 +163,24 @@ def custom_headers(environ, start_response):
     return [b"ok"]
 
 
+class _Label(str):
+    """A str subclass: CPython keeps its characters outside the object."""
+
+
+def latin1_fields(environ, start_response):
+    """Header values beyond ASCII: latin-1 ones go out as their bytes; with
+    ``?wide=1`` one holds a character above U+00FF, which PEP 3333 forbids."""
+    fields = [
+        ("Content-Length", "2"),
+        ("X-Plain", "caf\u00e9"),
+        ("X-Label", _Label("na\u00efve \u00ff")),
+    ]
+    if "wide" in environ.get("QUERY_STRING", ""):
+        fields.append(("X-Wide", "10 \u20ac"))
+    start_response("200 OK", fields)
+    return [b"ok"]
+
+
 class _Closing:
     """An iterable result whose close() the server must call."""
 

@@ -4,7 +4,7 @@
 use pyo3::exceptions::{PyAssertionError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 use super::text::latin1_bytes;
 use crate::http1_codec::{self, ResponseHeadBuilder};
@@ -51,26 +51,39 @@ pub fn for_each_wsgi_field(
     headers: &Bound<'_, PyAny>,
     mut f: impl FnMut(&[u8], &[u8]) -> PyResult<()>,
 ) -> PyResult<()> {
-    for item in headers.try_iter()? {
-        let item = item?;
-        let pair = item
-            .cast::<PyTuple>()
-            .map_err(|_| PyTypeError::new_err("headers must be (name, value) tuples"))?;
-        if pair.len() != 2 {
-            return Err(PyValueError::new_err(
-                "headers must be (name, value) tuples",
-            ));
+    // A list (nearly every app's) by index: no iterator object per response.
+    if let Ok(list) = headers.cast::<PyList>() {
+        for item in list.iter() {
+            wsgi_field(&item, &mut f)?;
         }
-        let (name, value) = (pair.get_borrowed_item(0)?, pair.get_borrowed_item(1)?);
-        let (Ok(name), Ok(value)) = (name.cast::<PyString>(), value.cast::<PyString>()) else {
-            return Err(PyTypeError::new_err("header names and values must be str"));
-        };
-        f(
-            &latin1_bytes(&name, "header name")?,
-            &latin1_bytes(&value, "header value")?,
-        )?;
+        return Ok(());
+    }
+    for item in headers.try_iter()? {
+        wsgi_field(&item?, &mut f)?;
     }
     Ok(())
+}
+
+fn wsgi_field(
+    item: &Bound<'_, PyAny>,
+    f: &mut impl FnMut(&[u8], &[u8]) -> PyResult<()>,
+) -> PyResult<()> {
+    let pair = item
+        .cast::<PyTuple>()
+        .map_err(|_| PyTypeError::new_err("headers must be (name, value) tuples"))?;
+    if pair.len() != 2 {
+        return Err(PyValueError::new_err(
+            "headers must be (name, value) tuples",
+        ));
+    }
+    let (name, value) = (pair.get_borrowed_item(0)?, pair.get_borrowed_item(1)?);
+    let (Ok(name), Ok(value)) = (name.cast::<PyString>(), value.cast::<PyString>()) else {
+        return Err(PyTypeError::new_err("header names and values must be str"));
+    };
+    f(
+        &latin1_bytes(&name, "header name")?,
+        &latin1_bytes(&value, "header value")?,
+    )
 }
 
 /// The same for an ASGI `http.response.start`: an int status and an iterable

@@ -26,6 +26,12 @@ pub fn latin1<'py>(py: Python<'py>, b: &[u8]) -> PyResult<Bound<'py, PyString>> 
 /// str -> latin-1 bytes; a character above U+00FF is a ValueError (PEP 3333:
 /// header strings must be latin-1).
 pub fn latin1_bytes<'a>(s: &'a Bound<'_, PyString>, what: &str) -> PyResult<Cow<'a, [u8]>> {
+    if let Some(narrow) = one_byte_storage(s) {
+        return match narrow {
+            Some(bytes) => Ok(Cow::Borrowed(bytes)),
+            None => Err(not_latin1(s, what)),
+        };
+    }
     let u = s.to_str()?;
     if u.is_ascii() {
         return Ok(Cow::Borrowed(u.as_bytes()));
@@ -34,7 +40,42 @@ pub fn latin1_bytes<'a>(s: &'a Bound<'_, PyString>, what: &str) -> PyResult<Cow<
         .map(|c| u8::try_from(u32::from(c)).ok())
         .collect::<Option<Vec<u8>>>()
         .map(Cow::Owned)
-        .ok_or_else(|| PyValueError::new_err(format!("{what} is not latin-1: {u:?}")))
+        .ok_or_else(|| not_latin1(s, what))
+}
+
+fn not_latin1(s: &Bound<'_, PyString>, what: &str) -> PyErr {
+    PyValueError::new_err(format!("{what} is not latin-1: {:?}", s.to_string_lossy()))
+}
+
+/// A compact str's own storage, where CPython keeps one byte a character:
+/// then those bytes are its latin-1 encoding, with no conversion and no
+/// UTF-8 copy cached on the str (what `to_str` makes of a non-ASCII one).
+/// `Some(None)`: wider storage, so a character above U+00FF (CPython
+/// stores a str in the narrowest kind that holds it). `None`: not known
+/// here (a legacy str before 3.12, or an interpreter whose layout is not
+/// public), for the slow path.
+#[cfg(not(any(Py_LIMITED_API, PyPy, GraalPy, Py_3_14)))]
+fn one_byte_storage<'a>(s: &'a Bound<'_, PyString>) -> Option<Option<&'a [u8]>> {
+    let op = s.as_ptr();
+    // SAFETY: `op` is a live str for 'a (borrowed through `s`); a compact
+    // str is always ready and its data, of GET_LENGTH characters of KIND
+    // bytes each, lives inside the object and never changes.
+    unsafe {
+        if ffi::PyUnicode_IS_COMPACT(op) == 0 {
+            return None;
+        }
+        if ffi::PyUnicode_KIND(op) != ffi::PyUnicode_1BYTE_KIND {
+            return Some(None);
+        }
+        let data = ffi::_PyUnicode_COMPACT_DATA(op) as *const u8;
+        let len = ffi::PyUnicode_GET_LENGTH(op) as usize;
+        Some(Some(std::slice::from_raw_parts(data, len)))
+    }
+}
+
+#[cfg(any(Py_LIMITED_API, PyPy, GraalPy, Py_3_14))]
+fn one_byte_storage<'a>(_s: &'a Bound<'_, PyString>) -> Option<Option<&'a [u8]>> {
+    None
 }
 
 /// Runs `f` on the bytes of a bytes, bytearray or contiguous buffer. `f` must
