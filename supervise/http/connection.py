@@ -18,6 +18,7 @@ from collections.abc import Callable
 from time import monotonic
 from typing import Any
 
+from supervise._native import EnvironRepeats
 from supervise.http.errors import ClientDisconnected, ClientTimeout, SendTimeout
 from supervise.http.send_pace import SendPace, pace_for
 
@@ -64,6 +65,7 @@ class Connection:
         "environ",
         "linger",
         "pace",
+        "repeats",
         "send_min_rate",
         "send_timeout",
         "sock",
@@ -91,6 +93,8 @@ class Connection:
         self.pace: SendPace | None = None
         # Set when the connection ends with part of a request body unread.
         self.linger = False
+        # Its last request's environ values (EnvironRepeats), made once it keeps alive.
+        self.repeats: EnvironRepeats | None = None
 
     # -- reading ---------------------------------------------------------------
     def read_head(

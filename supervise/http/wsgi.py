@@ -26,7 +26,7 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from supervise import SERVER_SOFTWARE, hooks
-from supervise._native import ChunkedDecoder, ParseError, RequestParser
+from supervise._native import ChunkedDecoder, EnvironRepeats, ParseError, RequestParser
 from supervise.http.connection import Connection
 from supervise.http.errors import ClientError, SendTimeout, error_response, phrase
 from supervise.http.health import HealthProbes
@@ -214,7 +214,11 @@ class WSGIHandler:
             answered = self._screen(conn, req, keep_alive)
             if answered is not None:
                 return answered
-        environ = req.wsgi_environ(conn.environ)
+        repeats = conn.repeats
+        if repeats is None and keep_alive:
+            # Kept for the connection's next request, which mostly sends the same values.
+            repeats = conn.repeats = EnvironRepeats()
+        environ = req.wsgi_environ(conn.environ, repeats)
         resp = Response(conn, self.state, req, keep_alive)
         length = req.content_length
         if req.chunked:

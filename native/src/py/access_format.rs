@@ -19,6 +19,7 @@ use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use super::access_view::{exact_str, Delegate, DictView, HeadSource, Native, RequestView};
 use super::asgi_scope::host_and_port;
 use super::environ::{self, HeadView};
+use super::repeats::Repeats;
 use super::request::Request;
 use crate::access_log::{atom, duration_units, escape_into, Atom};
 
@@ -406,7 +407,7 @@ pub fn head_environ<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let env = PyDict::new(remote.py());
     environ::put(&env, intern!(remote.py(), "REMOTE_ADDR"), remote)?;
-    environ::fill(&env, head)?;
+    environ::fill(&env, head, &mut Repeats::none())?;
     Ok(env)
 }
 

@@ -10,6 +10,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
+use super::repeats::Repeats;
 use super::text::{latin1, latin1_bytes};
 use crate::http1_codec::{RequestHead, Version};
 
@@ -182,8 +183,11 @@ pub fn put(
 /// Adds the request's own keys to `env` (a copy of the listener's base, which
 /// holds SCRIPT_NAME): REQUEST_METHOD, PATH_INFO, QUERY_STRING, RAW_URI,
 /// REQUEST_URI, SERVER_PROTOCOL, CONTENT_TYPE, CONTENT_LENGTH and HTTP_*.
-pub fn fill(env: &Bound<'_, PyDict>, head: &impl HeadView) -> PyResult<()> {
+/// Their values come from `repeats` (the connection's last request's, where
+/// the bytes are the same).
+pub fn fill(env: &Bound<'_, PyDict>, head: &impl HeadView, repeats: &mut Repeats) -> PyResult<()> {
     let py = env.py();
+    repeats.start();
     put(
         env,
         intern!(py, "REQUEST_METHOD"),
@@ -204,9 +208,15 @@ pub fn fill(env: &Bound<'_, PyDict>, head: &impl HeadView) -> PyResult<()> {
             }
         }
     }
-    put(env, intern!(py, "PATH_INFO"), &latin1(py, path)?)?;
+    let raw_uri = repeats.str(py, head.target())?;
+    // Without a query, an escape or a mount, the path is the target: one str.
+    let path_info = if path == head.target() {
+        raw_uri.clone()
+    } else {
+        repeats.str(py, path)?
+    };
+    put(env, intern!(py, "PATH_INFO"), &path_info)?;
     put(env, intern!(py, "QUERY_STRING"), &latin1(py, head.query())?)?;
-    let raw_uri = latin1(py, head.target())?;
     put(env, intern!(py, "RAW_URI"), &raw_uri)?;
     put(env, intern!(py, "REQUEST_URI"), &raw_uri)?;
     put(
@@ -220,11 +230,11 @@ pub fn fill(env: &Bound<'_, PyDict>, head: &impl HeadView) -> PyResult<()> {
         let (name, value) = head.field(i);
         match name {
             b"content-type" => {
-                put(env, intern!(py, "CONTENT_TYPE"), &latin1(py, value)?)?;
+                put(env, intern!(py, "CONTENT_TYPE"), &repeats.str(py, value)?)?;
                 continue;
             }
             b"content-length" => {
-                put(env, intern!(py, "CONTENT_LENGTH"), &latin1(py, value)?)?;
+                put(env, intern!(py, "CONTENT_LENGTH"), &repeats.str(py, value)?)?;
                 continue;
             }
             _ => {}
@@ -236,14 +246,14 @@ pub fn fill(env: &Bound<'_, PyDict>, head: &impl HeadView) -> PyResult<()> {
         let Some(key) = http_key(py, name) else {
             continue;
         };
-        let repeats = (i + 1..n).filter(|&j| head.field(j).0 == name);
+        let repeats_of = (i + 1..n).filter(|&j| head.field(j).0 == name);
         let mut joined: Option<Vec<u8>> = None;
-        for j in repeats {
+        for j in repeats_of {
             let buf = joined.get_or_insert_with(|| value.to_vec());
             buf.push(b',');
             buf.extend_from_slice(head.field(j).1);
         }
-        let value = latin1(py, joined.as_deref().unwrap_or(value))?;
+        let value = repeats.str(py, joined.as_deref().unwrap_or(value))?;
         put(env, &key, &value)?;
     }
     if let Some(host) = head.host_override() {

@@ -11,6 +11,7 @@ pub(crate) mod environ;
 mod errors;
 mod proxy;
 mod relay;
+pub(crate) mod repeats;
 pub(crate) mod request;
 pub(crate) mod request_counts;
 pub(crate) mod response;
@@ -29,6 +30,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ParseError", parse_error)?;
     m.add_class::<request::RequestParser>()?;
     m.add_class::<request::Request>()?;
+    m.add_class::<repeats::EnvironRepeats>()?;
     m.add_class::<chunked::ChunkedDecoder>()?;
     m.add_function(wrap_pyfunction!(response::asgi_response_head, m)?)?;
     m.add_function(wrap_pyfunction!(response::set_date_header, m)?)?;

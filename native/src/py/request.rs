@@ -11,6 +11,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use super::asgi_scope;
 use super::environ::{self, method_str};
 use super::errors::to_pyerr;
+use super::repeats::{EnvironRepeats, Repeats};
 use super::text::{latin1, with_bytes};
 use crate::http1_codec::{parse_request, Limits, ParseError, RequestHead, Version};
 
@@ -209,10 +210,20 @@ impl Request {
         self.head.header(name).map(|v| PyBytes::new(py, v))
     }
 
-    /// A new dict: a copy of `base` plus everything this request defines.
-    fn wsgi_environ<'py>(&self, base: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyDict>> {
+    /// A new dict: a copy of `base` plus everything this request defines;
+    /// its values from `repeats` where the connection's last request had
+    /// the same (py/repeats.rs).
+    #[pyo3(signature = (base, repeats=None))]
+    fn wsgi_environ<'py>(
+        &self,
+        base: &Bound<'py, PyDict>,
+        repeats: Option<PyRefMut<'_, EnvironRepeats>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
         let env = base.copy()?;
-        environ::fill(&env, &self.head)?;
+        match repeats {
+            Some(mut kept) => environ::fill(&env, &self.head, &mut kept.0)?,
+            None => environ::fill(&env, &self.head, &mut Repeats::none())?,
+        }
         Ok(env)
     }
 

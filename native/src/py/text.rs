@@ -55,7 +55,7 @@ fn not_latin1(s: &Bound<'_, PyString>, what: &str) -> PyErr {
 /// here (a legacy str before 3.12, or an interpreter whose layout is not
 /// public), for the slow path.
 #[cfg(not(any(Py_LIMITED_API, PyPy, GraalPy, Py_3_14)))]
-fn one_byte_storage<'a>(s: &'a Bound<'_, PyString>) -> Option<Option<&'a [u8]>> {
+pub(crate) fn one_byte_storage<'a>(s: &'a Bound<'_, PyString>) -> Option<Option<&'a [u8]>> {
     let op = s.as_ptr();
     // SAFETY: `op` is a live str for 'a (borrowed through `s`); a compact
     // str is always ready and its data, of GET_LENGTH characters of KIND
@@ -74,7 +74,7 @@ fn one_byte_storage<'a>(s: &'a Bound<'_, PyString>) -> Option<Option<&'a [u8]>> 
 }
 
 #[cfg(any(Py_LIMITED_API, PyPy, GraalPy, Py_3_14))]
-fn one_byte_storage<'a>(_s: &'a Bound<'_, PyString>) -> Option<Option<&'a [u8]>> {
+pub(crate) fn one_byte_storage<'a>(_s: &'a Bound<'_, PyString>) -> Option<Option<&'a [u8]>> {
     None
 }
 

@@ -27,6 +27,7 @@ use super::direct_response::{frame, send_file, stream, write_block};
 use super::dispatch::{Call, Engine, Produced};
 use super::spool::{RequestBody, Spool, SPOOL_AT};
 use crate::http1_codec::{ChunkedDecoder, RequestHead, ResponseHead, Version};
+use crate::py::repeats::Repeats;
 use crate::server::direct_wire::{Stop, Target, Wire};
 use crate::server::{answer_itself, BoxIo, ConnInfo, Shared};
 
@@ -37,6 +38,8 @@ pub(super) struct Conn {
     /// The environ keys of this connection (`Engine::connection_environ`),
     /// made at its first request.
     environ: Option<Py<PyDict>>,
+    /// The values of its last request (py/repeats.rs).
+    repeats: Repeats,
     /// On the work-stealing runtime (`--threads` > 1): see `after_this_turn`.
     shares_threads: bool,
 }
@@ -51,6 +54,7 @@ pub(super) async fn serve(
     let mut c = Conn {
         wire: Wire::new(io, &conn, stop),
         environ: None,
+        repeats: Repeats::kept(),
         shares_threads: tokio::runtime::Handle::current().runtime_flavor()
             == tokio::runtime::RuntimeFlavor::MultiThread,
     };
@@ -99,7 +103,8 @@ pub(super) async fn serve(
     };
     c.wire.close(linger).await;
     if let Some(environ) = c.environ.take() {
-        Python::attach(|_| drop(environ));
+        let repeats = std::mem::take(&mut c.repeats);
+        Python::attach(|_| drop((environ, repeats)));
     }
 }
 
@@ -225,7 +230,7 @@ fn run_app(
             None => engine.connection_environ(py, conn),
         }
         .and_then(|base| {
-            let environ = engine.environ(&base, head, body);
+            let environ = engine.environ(&base, head, body, &mut c.repeats);
             c.environ.get_or_insert_with(|| base.unbind());
             environ
         });

@@ -23,6 +23,7 @@ use super::stream;
 use super::stream::Pump;
 use crate::bridge::RequestView;
 use crate::py::environ::{self, put, HeadView};
+use crate::py::repeats::Repeats;
 use crate::server::{
     BodyRead, BodyStream, BoxIo, ConnInfo, Dispatch, Exchange, ExchangeBody, ExchangeHead, Reply,
     ReplyFields, ReplySlot, Served, Shared, Tracker, WsAnswer,
@@ -198,7 +199,7 @@ impl Engine {
             // One request on this connection's environ: filled in place.
             let environ = self
                 .connection_environ(py, conn)
-                .and_then(|env| self.add_request(env, &head, body));
+                .and_then(|env| self.add_request(env, &head, body, &mut Repeats::none()));
             let (call, produced) = self.run(py, environ, proxied);
             self.reply(py, call, produced, tracker)
         });
@@ -321,8 +322,9 @@ impl Engine {
         connection: &Bound<'py, PyDict>,
         head: &impl HeadView,
         body: RequestBody,
+        repeats: &mut Repeats,
     ) -> PyResult<Bound<'py, PyDict>> {
-        self.add_request(connection.copy()?, head, body)
+        self.add_request(connection.copy()?, head, body, repeats)
     }
 
     /// The head's keys and the body, added to `env`.
@@ -331,8 +333,9 @@ impl Engine {
         env: Bound<'py, PyDict>,
         head: &impl HeadView,
         body: RequestBody,
+        repeats: &mut Repeats,
     ) -> PyResult<Bound<'py, PyDict>> {
-        environ::fill(&env, head)?;
+        environ::fill(&env, head, repeats)?;
         env.set_item(intern!(env.py(), "wsgi.input"), WsgiInput::new(body))?;
         Ok(env)
     }
