@@ -8,9 +8,10 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict};
 
+use super::conn_scope::ConnScope;
 use crate::bridge::{AppCalls, HyperHead, Proxied, RequestView};
 use crate::py::access_format::AccessLog;
-use crate::py::asgi_scope;
+use crate::py::asgi_scope::{self, ScopeRepeats};
 use crate::server::{ConnInfo, ExchangeHead, TlsInfo};
 
 #[pyclass(module = "supervise._native", frozen)]
@@ -80,26 +81,79 @@ impl AsgiApp {
         proxied: &Proxied,
         hints: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let scope = self.base(py, conn, proxied)?;
+        let kept = ConnScope::of(conn, || {
+            Ok(ConnScope::new(self.http_base(py, conn, hints)?, hints))
+        })?;
+        let scope = kept.http_base.bind(py).copy()?;
+        if hints != kept.hints {
+            scope.set_item(intern!(py, "extensions"), self.extensions(py, conn, hints)?)?;
+        }
+        if let Some(client) = &proxied.client {
+            scope.set_item(intern!(py, "client"), asgi_scope::address(py, client)?)?;
+        }
+        if let Some(scheme) = &proxied.scheme {
+            scope.set_item(intern!(py, "scheme"), scheme)?;
+        }
+        scope.set_item(intern!(py, "state"), self.state.bind(py).copy()?)?;
+        let view = RequestView::of(head);
+        asgi_scope::fill(
+            &scope,
+            &view,
+            &self.root_path,
+            true,
+            None,
+            &mut kept.repeats(),
+        )?;
+        Ok(scope)
+    }
+
+    /// What every http scope of `conn` starts from: the connection's keys,
+    /// and the request's as None placeholders (so that a copy has room for
+    /// them all).
+    fn http_base<'py>(
+        &self,
+        py: Python<'py>,
+        conn: &ConnInfo,
+        hints: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let scope = self.base(py, conn, &Proxied::default())?;
         scope.set_item(intern!(py, "type"), intern!(py, "http"))?;
-        let scheme = proxied.scheme.as_deref().unwrap_or(conn.scheme);
-        scope.set_item(intern!(py, "scheme"), scheme)?;
+        scope.set_item(intern!(py, "scheme"), conn.scheme)?;
+        scope.set_item(intern!(py, "extensions"), self.extensions(py, conn, hints)?)?;
+        for key in [
+            intern!(py, "http_version"),
+            intern!(py, "method"),
+            intern!(py, "path"),
+            intern!(py, "raw_path"),
+            intern!(py, "query_string"),
+            intern!(py, "headers"),
+            intern!(py, "state"),
+        ] {
+            scope.set_item(key, py.None())?;
+        }
+        Ok(scope)
+    }
+
+    /// The extensions of an http scope of `conn`.
+    fn extensions<'py>(
+        &self,
+        py: Python<'py>,
+        conn: &ConnInfo,
+        hints: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
         let extensions = if hints {
             &self.hinted_extensions
         } else {
             &self.extensions
         };
-        let extensions = match &conn.tls {
-            None => extensions.bind(py).clone(),
+        match &conn.tls {
+            None => Ok(extensions.bind(py).clone()),
             Some(tls) => {
                 let with_tls = extensions.bind(py).copy()?;
                 with_tls.set_item("tls", tls_extension(py, tls, self.server_cert.as_deref())?)?;
-                with_tls
+                Ok(with_tls)
             }
-        };
-        scope.set_item(intern!(py, "extensions"), extensions)?;
-        asgi_scope::fill(&scope, &RequestView::of(head), &self.root_path, true, None)?;
-        Ok(scope)
+        }
     }
 
     /// The `websocket` scope of a handshake request.
@@ -130,7 +184,9 @@ impl AsgiApp {
             extensions.set_item("tls", tls_extension(py, tls, self.server_cert.as_deref())?)?;
         }
         scope.set_item(intern!(py, "extensions"), extensions)?;
-        asgi_scope::fill(&scope, &HyperHead::new(head), &self.root_path, false, None)?;
+        let view = HyperHead::new(head);
+        let mut repeats = ScopeRepeats::none();
+        asgi_scope::fill(&scope, &view, &self.root_path, false, None, &mut repeats)?;
         Ok(scope)
     }
 

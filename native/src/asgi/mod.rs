@@ -9,6 +9,7 @@
 
 mod access;
 mod app;
+mod conn_scope;
 mod cycle;
 mod messages;
 mod worker;

@@ -10,9 +10,13 @@
 //! same the str already made is used again (strs are immutable, so sharing
 //! one between two environs changes nothing an app can see).
 //!
-//! Bounded: `SLOTS` values a connection, each at most `LONGEST` bytes, so a
-//! connection holds at most about 4 KiB here however its client behaves;
-//! longer values are made anew each time, as before.
+//! An ASGI scope's values are bytes and `(name, value)` tuples of bytes,
+//! immutable as well, and kept the same way (`py/asgi_scope.rs`,
+//! `ScopeRepeats`).
+//!
+//! Bounded: `SLOTS` values of a kind a connection, each at most `LONGEST`
+//! bytes, so a connection holds at most about 4 KiB of each kind however
+//! its client behaves; longer values are made anew each time, as before.
 
 use pyo3::prelude::*;
 use pyo3::types::PyString;
@@ -25,24 +29,105 @@ const SLOTS: usize = 12;
 /// Longer values are not kept (a large Cookie is made anew each time).
 const LONGEST: usize = 320;
 
-/// A connection's values, by their order in the request.
-#[derive(Default)]
-pub struct Repeats {
-    slots: Vec<Option<Py<PyString>>>,
+/// Objects of one kind a connection's last request made, by their order in
+/// it: the i-th of a request is offered the i-th of the one before.
+pub struct Kept<T> {
+    slots: Vec<Option<Py<T>>>,
     /// The next value's slot in the request being filled.
     next: usize,
-    /// Off for a one-off environ (the access log's), which keeps nothing.
+    /// Off for a one-off request (the access log's environ), which keeps
+    /// nothing.
     keeping: bool,
 }
 
-impl Repeats {
+impl<T> Default for Kept<T> {
+    fn default() -> Self {
+        Kept {
+            slots: Vec::new(),
+            next: 0,
+            keeping: false,
+        }
+    }
+}
+
+impl<T> Kept<T> {
     /// Keeps values from one request to the next.
-    pub fn kept() -> Self {
-        Repeats {
+    pub fn keeping() -> Self {
+        Kept {
             slots: Vec::with_capacity(SLOTS),
             next: 0,
             keeping: true,
         }
+    }
+
+    /// A new request starts at the first slot.
+    pub fn start(&mut self) {
+        self.next = 0;
+    }
+
+    /// The slot of the request's next value, `len` bytes long; None when it
+    /// is not kept (past the slots, or too long).
+    fn claim(&mut self, len: usize) -> Option<usize> {
+        let i = self.next;
+        if !self.keeping || i >= SLOTS {
+            return None;
+        }
+        // A long value takes its place all the same, so that the values
+        // after it meet theirs of the last request.
+        self.next += 1;
+        (len <= LONGEST).then_some(i)
+    }
+
+    /// What the last request left in slot `i`.
+    fn seen<'a, 'py>(&'a self, py: Python<'py>, i: usize) -> Option<&'a Bound<'py, T>> {
+        self.slots.get(i)?.as_ref().map(|seen| seen.bind(py))
+    }
+
+    /// Keeps `made` in slot `i` for the next request.
+    fn keep(&mut self, i: usize, made: Py<T>) {
+        if self.slots.len() <= i {
+            self.slots.resize_with(i + 1, || None);
+        }
+        self.slots[i] = Some(made);
+    }
+
+    /// The slot's object when `same` says it holds what is wanted, else a
+    /// new one from `make` (kept for the next request).
+    pub fn reuse<'py>(
+        &mut self,
+        py: Python<'py>,
+        len: usize,
+        same: impl FnOnce(&Bound<'py, T>) -> bool,
+        make: impl FnOnce() -> PyResult<Bound<'py, T>>,
+    ) -> PyResult<Bound<'py, T>> {
+        let Some(i) = self.claim(len) else {
+            return make();
+        };
+        if let Some(seen) = self.seen(py, i) {
+            if same(seen) {
+                return Ok(seen.clone());
+            }
+        }
+        let made = make()?;
+        self.keep(i, made.clone().unbind());
+        Ok(made)
+    }
+
+    /// How many objects are held (for the tests).
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> usize {
+        self.slots.iter().flatten().count()
+    }
+}
+
+/// A connection's environ values, by their order in the request.
+#[derive(Default)]
+pub struct Repeats(Kept<PyString>);
+
+impl Repeats {
+    /// Keeps values from one request to the next.
+    pub fn kept() -> Self {
+        Repeats(Kept::keeping())
     }
 
     /// Keeps nothing: every value is made anew.
@@ -52,40 +137,24 @@ impl Repeats {
 
     /// A new request starts at the first slot.
     pub fn start(&mut self) {
-        self.next = 0;
+        self.0.start();
     }
 
     /// `bytes` as a latin-1 str: the last request's str at this position
     /// when its bytes are the same, else a new one (kept for the next).
     pub fn str<'py>(&mut self, py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyString>> {
-        let i = self.next;
-        if !self.keeping || i >= SLOTS {
-            return latin1(py, bytes);
-        }
-        // A long value takes its place all the same, so that the values
-        // after it meet theirs of the last request.
-        self.next += 1;
-        if bytes.len() > LONGEST {
-            return latin1(py, bytes);
-        }
-        if let Some(Some(seen)) = self.slots.get(i) {
-            let seen = seen.bind(py);
-            if one_byte_storage(seen) == Some(Some(bytes)) {
-                return Ok(seen.clone());
-            }
-        }
-        let made = latin1(py, bytes)?;
-        if self.slots.len() <= i {
-            self.slots.resize_with(i + 1, || None);
-        }
-        self.slots[i] = Some(made.clone().unbind());
-        Ok(made)
+        self.0.reuse(
+            py,
+            bytes.len(),
+            |seen| one_byte_storage(seen) == Some(Some(bytes)),
+            || latin1(py, bytes),
+        )
     }
 
     /// How many strs are held (for the tests).
     #[cfg(test)]
     fn held(&self) -> usize {
-        self.slots.iter().flatten().count()
+        self.0.held()
     }
 }
 

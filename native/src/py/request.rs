@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
-use super::asgi_scope;
+use super::asgi_scope::{self, ScopeRepeats};
 use super::environ::{self, method_str};
 use super::errors::to_pyerr;
 use super::repeats::{EnvironRepeats, Repeats};
@@ -76,6 +76,37 @@ pub struct Request {
 }
 
 impl Request {
+    /// `fill_asgi_scope`, its values from `repeats` where the connection's
+    /// last request had the same (the asgi worker's connection keeps one).
+    pub(crate) fn fill_asgi_scope_from(
+        &self,
+        scope: &Bound<'_, PyDict>,
+        root_path: &str,
+        http: bool,
+        repeats: &mut ScopeRepeats,
+    ) -> PyResult<()> {
+        let headers = self.headers_from(scope.py(), repeats)?;
+        asgi_scope::fill(scope, &self.head, root_path, http, Some(headers), repeats)
+    }
+
+    /// The header list, made once; its pairs from `repeats` where the
+    /// connection's last request had the same.
+    fn headers_from<'py>(
+        &self,
+        py: Python<'py>,
+        repeats: &mut ScopeRepeats,
+    ) -> PyResult<Bound<'py, PyList>> {
+        if let Some(list) = self.headers.get(py) {
+            return Ok(list.bind(py).clone());
+        }
+        let list = asgi_scope::header_list(py, &self.head, repeats)?;
+        Ok(self
+            .headers
+            .get_or_init(py, || list.unbind())
+            .bind(py)
+            .clone())
+    }
+
     fn new(head: RequestHead) -> Self {
         Request {
             head,
@@ -127,15 +158,7 @@ impl Request {
     /// (the ASGI scope's list: `asgi_scope::header_list`).
     #[getter]
     fn headers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        if let Some(list) = self.headers.get(py) {
-            return Ok(list.bind(py).clone());
-        }
-        let list = asgi_scope::header_list(py, &self.head)?;
-        Ok(self
-            .headers
-            .get_or_init(py, || list.unbind())
-            .bind(py)
-            .clone())
+        self.headers_from(py, &mut ScopeRepeats::none())
     }
 
     #[getter]
@@ -235,8 +258,7 @@ impl Request {
         root_path: &str,
         http: bool,
     ) -> PyResult<()> {
-        let headers = self.headers(scope.py())?;
-        asgi_scope::fill(scope, &self.head, root_path, http, Some(headers))
+        self.fill_asgi_scope_from(scope, root_path, http, &mut ScopeRepeats::none())
     }
 
     fn __repr__(&self) -> String {

@@ -47,6 +47,10 @@ pub struct ConnInfo {
     /// Why the server gave up on a client that did not read (write_stall.rs,
     /// HTTP/2's stall watch): logged once when the connection ends.
     pub(crate) gave_up: std::sync::OnceLock<&'static str>,
+    /// What the app's adapter keeps for the connection's later requests
+    /// (the ASGI scope's connection keys, asgi/conn_scope.rs): made at the
+    /// first request, opaque here, dropped with the connection.
+    pub adapter_state: std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 /// A TLS connection as an app may ask about it (ASGI's `tls` extension).
@@ -80,6 +84,7 @@ impl ConnInfo {
             tls: None,
             seat: None,
             gave_up: Default::default(),
+            adapter_state: Default::default(),
         }
     }
 

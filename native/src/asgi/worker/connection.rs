@@ -31,6 +31,7 @@ use super::cycle::{monotonic, AsgiCycle};
 use super::run::run_asgi_cycle;
 use super::turn_writes::TurnWrites;
 use crate::bridge::AppCalls;
+use crate::py::asgi_scope::ScopeRepeats;
 use crate::py::request::{Request, RequestParser};
 use crate::py::request_counts::RequestCounts;
 
@@ -166,6 +167,8 @@ pub struct AsgiHttpConnection {
     info: Py<PyAny>,
     http_base: Option<Py<PyDict>>,
     trusted: bool,
+    /// The last request's scope values, for the next (py/repeats.rs).
+    repeats: ScopeRepeats,
     /// Bytes no request has consumed yet.
     #[pyo3(get, set)]
     buf: Py<PyBytes>,
@@ -207,6 +210,7 @@ impl AsgiHttpConnection {
             info: py.None(),
             http_base: None,
             trusted: false,
+            repeats: ScopeRepeats::kept(),
             buf: PyBytes::new(py, b"").unbind(),
             cycle: None,
             deadline: f64::INFINITY,
@@ -501,8 +505,15 @@ impl AsgiHttpConnection {
         })?;
         let scope = base.bind(py).copy()?;
         scope.set_item(intern!(py, "state"), shared.lifespan_state.bind(py).copy()?)?;
-        req.get()
-            .fill_asgi_scope(&scope, shared.root_path.bind(py).to_str()?, true)?;
+        // Taken out while in use: making the values may collect garbage,
+        // and a finalizer must not find the connection borrowed.
+        let root_path = shared.root_path.bind(py).to_str()?;
+        let mut repeats = std::mem::take(&mut slf.borrow_mut().repeats);
+        let filled = req
+            .get()
+            .fill_asgi_scope_from(&scope, root_path, true, &mut repeats);
+        slf.borrow_mut().repeats = repeats;
+        filled?;
         if let (true, Some(names)) = (trusted, &shared.proxy_fields) {
             if let Some(found) = req.get().fields_named(py, names.bind(py))? {
                 let kept = slf.call_method1(intern!(py, "_proxied"), (&scope, found))?;
