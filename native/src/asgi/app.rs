@@ -2,6 +2,8 @@
 //! callables that log how a request ended (`http/asgi_engine.py`; `AppRun`
 //! calls them), and the scope keys every request shares.
 
+use std::sync::Arc;
+
 use hyper::http::request::Parts;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -9,7 +11,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict};
 
 use super::conn_scope::ConnScope;
-use crate::bridge::{AppCalls, HyperHead, Proxied, RequestView};
+use crate::bridge::{AppCalls, Bridge, HyperHead, Proxied, RequestView};
 use crate::py::access_format::AccessLog;
 use crate::py::asgi_scope::{self, ScopeRepeats};
 use crate::server::{ConnInfo, ExchangeHead, TlsInfo};
@@ -72,7 +74,8 @@ impl AsgiApp {
 
 impl AsgiApp {
     /// The `http` scope of one request; `hints`: its connection can write
-    /// early hints.
+    /// early hints; `bridge`: the loop's, where the connection's kept
+    /// objects are dropped.
     pub fn http_scope<'py>(
         &self,
         py: Python<'py>,
@@ -80,11 +83,13 @@ impl AsgiApp {
         conn: &ConnInfo,
         proxied: &Proxied,
         hints: bool,
+        bridge: &Arc<Bridge>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let kept = ConnScope::of(conn, || {
-            Ok(ConnScope::new(self.http_base(py, conn, hints)?, hints))
+            let base = self.http_base(py, conn, hints)?;
+            Ok(ConnScope::new(base, hints, bridge.clone()))
         })?;
-        let scope = kept.http_base.bind(py).copy()?;
+        let scope = kept.http_base(py).copy()?;
         if hints != kept.hints {
             scope.set_item(intern!(py, "extensions"), self.extensions(py, conn, hints)?)?;
         }

@@ -355,7 +355,8 @@ impl NativeServer {
         };
         let result = (|| -> PyResult<()> {
             let hints = cycle.writes_interim();
-            let scope = app.http_scope(py, cycle.head(), &conn, &proxied, hints)?;
+            let bridge = &self.ctx.bridge;
+            let scope = app.http_scope(py, cycle.head(), &conn, &proxied, hints, bridge)?;
             cycle.set_proxied_client(proxied.client);
             if let Some(access) = &app.calls.get().access {
                 if access.get().reads_response_fields() {
