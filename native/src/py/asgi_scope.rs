@@ -10,7 +10,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use super::environ::{method_str, HeadView};
 use super::repeats::Kept;
-use super::text::one_byte_storage;
+use super::text::{one_byte_storage, READS_STORAGE};
 
 /// What a connection's last scope held, for its next (py/repeats.rs): the
 /// path, raw_path and query_string, and the header pairs by position.
@@ -24,7 +24,8 @@ pub struct ScopeRepeats {
 impl ScopeRepeats {
     pub fn kept() -> Self {
         ScopeRepeats {
-            path: Kept::keeping(),
+            // A path is compared through the str's storage.
+            path: Kept::keeping_if(READS_STORAGE),
             bytes: Kept::keeping(),
             pairs: Kept::keeping(),
         }

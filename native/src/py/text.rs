@@ -54,6 +54,10 @@ fn not_latin1(s: &Bound<'_, PyString>, what: &str) -> PyErr {
 /// stores a str in the narrowest kind that holds it). `None`: not known
 /// here (a legacy str before 3.12, or an interpreter whose layout is not
 /// public), for the slow path.
+/// Whether `one_byte_storage` can read a str here: where it cannot, what
+/// is kept to be compared with it (py/repeats.rs) would never match.
+pub(crate) const READS_STORAGE: bool = cfg!(not(any(Py_LIMITED_API, PyPy, GraalPy, Py_3_14)));
+
 #[cfg(not(any(Py_LIMITED_API, PyPy, GraalPy, Py_3_14)))]
 pub(crate) fn one_byte_storage<'a>(s: &'a Bound<'_, PyString>) -> Option<Option<&'a [u8]>> {
     let op = s.as_ptr();
