@@ -8,7 +8,7 @@ use hyper::HeaderMap;
 use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::http1_codec::{check_field, AppField};
 use crate::py::text::with_bytes;
@@ -120,6 +120,13 @@ fn for_each_pair(
     let Some(headers) = optional(message, intern!(message.py(), "headers"))? else {
         return Ok(());
     };
+    // The usual list is read by index: no iterator object made and freed.
+    if let Ok(list) = headers.cast::<PyList>() {
+        for item in list.iter() {
+            with_pair(&item, &mut f)?;
+        }
+        return Ok(());
+    }
     for item in headers.try_iter()? {
         with_pair(&item?, &mut f)?;
     }
