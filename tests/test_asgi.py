@@ -316,6 +316,29 @@ def test_messages_that_are_mappings_but_not_dicts_are_sent(asgi):
     assert response.content == b"read-only views"
 
 
+def test_the_engine_refuses_a_field_value_http2_could_not_carry(asgi):
+    """The engine serves HTTP/2 too, so a value hyper's map refuses (a DEL)
+    is refused on every protocol; the asgi worker, HTTP/1.1 only, sends it."""
+    server = asgi()
+    response = httpx.get(url(server, "/del-header"))
+    if asgi.worker != "native":
+        assert response.status_code == 200 and response.headers["x-odd"] == "a\x7fb"
+        return
+    assert response.status_code == 500
+    server.wait_for_log("invalid header value")
+    assert server.get("/stream")[0] == 200
+
+
+def test_message_keys_made_at_run_time_are_read(asgi):
+    """A key is found by its text, not only as the literal str an app
+    usually writes; a key ASGI does not define is ignored."""
+    server = asgi()
+    response = httpx.get(url(server, "/built-keys"))
+    assert response.status_code == 202
+    assert response.headers["x-built"] == "yes"
+    assert response.content == b"built keys"
+
+
 @pytest.mark.parametrize(
     ("path", "logged"),
     [("/raise-after", "boom after start"), ("/incomplete", "without completing its response")],

@@ -166,6 +166,13 @@ async def bad_header(scope, receive, send, query):
     await send({"type": "http.response.body", "body": b"never"})
 
 
+async def del_header(scope, receive, send, query):
+    """A DEL byte: no head splitting, but not a value HTTP/2 could carry."""
+    headers = [(b"x-odd", b"a\x7fb")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": b"never"})
+
+
 async def two_lengths(scope, receive, send, query):
     headers = [(b"content-length", b"2"), (b"content-length", b"3")]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
@@ -304,8 +311,22 @@ async def mapping_messages(scope, receive, send, query):
     await send(view({"type": "http.response.body", "body": b"views"}))
 
 
+async def built_keys(scope, receive, send, query):
+    """Messages whose keys are made at run time, not literals (so not the
+    interned strs a literal is), and which carry a key ASGI does not define."""
+
+    def message(**fields: object) -> dict:
+        return {"".join(name.split("_x_")): value for name, value in fields.items()}
+
+    head = message(ty_x_pe="http.response.start", sta_x_tus=202, head_x_ers=[(b"x-built", b"yes")])
+    await send({**head, "extra": "ignored"})
+    await send(message(ty_x_pe="http.response.body", bo_x_dy=b"built ", more_x__body=True))
+    await send(message(ty_x_pe="http.response.body", bo_x_dy=b"keys"))
+
+
 ROUTES = {
     "/task": task,
+    "/built-keys": built_keys,
     "/mapping-messages": mapping_messages,
     "/scope": scope_route,
     "/echo": echo,
@@ -321,6 +342,7 @@ ROUTES = {
     "/bad-event": bad_event,
     "/str-body": str_body,
     "/bad-header": bad_header,
+    "/del-header": del_header,
     "/framing-fields": framing_fields,
     "/two-lengths": two_lengths,
     "/status": status,

@@ -5,12 +5,13 @@
 use bytes::Bytes;
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::HeaderMap;
-use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::http1_codec::{check_field, AppField};
+use crate::py::message_keys::{Key, MessageKeys};
 use crate::py::text::with_bytes;
 use crate::server::app_fields::{self, AppFields};
 
@@ -58,35 +59,34 @@ pub enum Sent {
 }
 
 pub fn read(message: &Bound<'_, PyAny>) -> PyResult<(String, Sent)> {
-    let py = message.py();
-    let kind = required(message, intern!(py, "type"))?;
+    let keys = MessageKeys::of(message);
+    let kind = keys.required(Key::Type)?;
     let kind = kind
         .cast::<PyString>()
         .map_err(|_| PyTypeError::new_err("ASGI message 'type' must be a str"))?
         .to_str()?
         .to_owned();
     let sent = match kind.as_str() {
-        "http.response.start" => start(message)?,
+        "http.response.start" => start(&keys)?,
         "http.response.body" => Sent::Body {
-            body: body(message)?,
-            more: flag(message, intern!(py, "more_body"))?,
+            body: body(&keys)?,
+            more: keys.flag(Key::MoreBody)?,
         },
         "http.response.pathsend" => Sent::PathSend {
-            path: required(message, intern!(py, "path"))?.extract()?,
+            path: keys.required(Key::Path)?.extract()?,
         },
         "http.response.trailers" => Sent::Trailers {
-            fields: trailer_fields(message)?,
-            more: flag(message, intern!(py, "more_trailers"))?,
+            fields: trailer_fields(&keys)?,
+            more: keys.flag(Key::MoreTrailers)?,
         },
-        "http.response.early_hint" => Sent::EarlyHint(early_hint(message)?),
+        "http.response.early_hint" => Sent::EarlyHint(early_hint(&keys)?),
         _ => Sent::Other,
     };
     Ok((kind, sent))
 }
 
-fn start(message: &Bound<'_, PyAny>) -> PyResult<Sent> {
-    let py = message.py();
-    let status = required(message, intern!(py, "status"))?;
+fn start(keys: &MessageKeys<'_>) -> PyResult<Sent> {
+    let status = keys.required(Key::Status)?;
     if !status.is_exact_instance_of::<pyo3::types::PyInt>() {
         return Err(PyTypeError::new_err(format!(
             "http.response.start 'status' must be an int, not {}",
@@ -99,25 +99,25 @@ fn start(message: &Bound<'_, PyAny>) -> PyResult<Sent> {
         .and_then(crate::py::response::final_status)
         .ok_or_else(|| PyValueError::new_err(crate::py::response::final_status_error(status)))?;
     let mut headers = AppFields::new(b"", 4);
-    for_each_pair(message, |name, value| {
+    for_each_pair(keys, |name, value| {
         headers
-            .push_checked(name, value, true)
+            .push_visible(name, value, true)
             .map_err(|e| invalid_field(name, e))?;
-        valid(name, value)
+        Ok(())
     })?;
     Ok(Sent::Start {
         status,
         headers,
-        trailers: flag(message, intern!(py, "trailers"))?,
+        trailers: keys.flag(Key::Trailers)?,
     })
 }
 
 /// Each of the message's `headers`, a (name, value) pair of byte strings.
 fn for_each_pair(
-    message: &Bound<'_, PyAny>,
+    keys: &MessageKeys<'_>,
     mut f: impl FnMut(&[u8], &[u8]) -> PyResult<()>,
 ) -> PyResult<()> {
-    let Some(headers) = optional(message, intern!(message.py(), "headers"))? else {
+    let Some(headers) = keys.get(Key::Headers)? else {
         return Ok(());
     };
     // The usual list is read by index: no iterator object made and freed.
@@ -152,9 +152,9 @@ fn invalid_field(name: &[u8], e: impl std::fmt::Display) -> PyErr {
 
 /// Trailer fields, less those that only mean something in a head (framing
 /// and connection fields, RFC 9110 6.5.1).
-fn trailer_fields(message: &Bound<'_, PyAny>) -> PyResult<HeaderMap> {
+fn trailer_fields(keys: &MessageKeys<'_>) -> PyResult<HeaderMap> {
     let mut map = HeaderMap::new();
-    for_each_pair(message, |name, value| {
+    for_each_pair(keys, |name, value| {
         let kind = check_field(name, value).map_err(|e| invalid_field(name, e))?;
         valid(name, value)?;
         if !matches!(kind, AppField::Other | AppField::Date | AppField::Server) {
@@ -169,9 +169,9 @@ fn trailer_fields(message: &Bound<'_, PyAny>) -> PyResult<HeaderMap> {
 }
 
 /// The 103 response for the message's `links`, one `Link` field each.
-fn early_hint(message: &Bound<'_, PyAny>) -> PyResult<Bytes> {
+fn early_hint(keys: &MessageKeys<'_>) -> PyResult<Bytes> {
     let mut head = b"HTTP/1.1 103 Early Hints\r\n".to_vec();
-    if let Some(links) = optional(message, intern!(message.py(), "links"))? {
+    if let Some(links) = keys.get(Key::Links)? {
         for link in links.try_iter()? {
             let link = link?;
             let link = link
@@ -186,14 +186,6 @@ fn early_hint(message: &Bound<'_, PyAny>) -> PyResult<Bytes> {
     }
     head.extend_from_slice(b"\r\n");
     Ok(Bytes::from(head))
-}
-
-/// An optional boolean key (`more_body`, `trailers`), False when absent.
-fn flag(message: &Bound<'_, PyAny>, key: &Bound<'_, PyString>) -> PyResult<bool> {
-    optional(message, key)?
-        .map(|m| m.is_truthy())
-        .transpose()
-        .map(|f| f.unwrap_or(false))
 }
 
 /// One header: a two-item sequence of byte strings, read in place.
@@ -225,9 +217,8 @@ fn not_a_pair() -> PyErr {
     PyValueError::new_err("a header must be a (name, value) pair")
 }
 
-fn body(message: &Bound<'_, PyAny>) -> PyResult<Bytes> {
-    let py = message.py();
-    let Some(body) = optional(message, intern!(py, "body"))? else {
+fn body(keys: &MessageKeys<'_>) -> PyResult<Bytes> {
+    let Some(body) = keys.get(Key::Body)? else {
         return Ok(Bytes::new());
     };
     if let Ok(b) = body.cast::<PyBytes>() {
@@ -240,28 +231,6 @@ fn body(message: &Bound<'_, PyAny>) -> PyResult<Bytes> {
         "http.response.body 'body' must be bytes, not {}",
         body.get_type().name()?
     )))
-}
-
-fn required<'py>(
-    message: &Bound<'py, PyAny>,
-    key: &Bound<'py, PyString>,
-) -> PyResult<Bound<'py, PyAny>> {
-    optional(message, key)?.ok_or_else(|| PyKeyError::new_err(key.clone().unbind()))
-}
-
-/// `message.get(key)`, without a method call for the usual dict.
-fn optional<'py>(
-    message: &Bound<'py, PyAny>,
-    key: &Bound<'py, PyString>,
-) -> PyResult<Option<Bound<'py, PyAny>>> {
-    if let Ok(dict) = message.cast::<PyDict>() {
-        return dict.get_item(key);
-    }
-    match message.get_item(key) {
-        Ok(value) => Ok(Some(value)),
-        Err(e) if e.is_instance_of::<PyKeyError>(message.py()) => Ok(None),
-        Err(e) => Err(e),
-    }
 }
 
 /// The RuntimeError an app gets for a message out of order.

@@ -17,7 +17,8 @@ pub use error::ParseError;
 pub use head::{parse_request, RequestHead, Version};
 pub use limits::Limits;
 pub use response::{
-    check_field, field_kind, parse_status, reason_phrase, set_alt_svc, set_date_header,
-    set_server_header, AppField, BodyFraming, ChunkSize, ResponseHead, ResponseHeadBuilder,
+    check_field, check_visible_field, field_kind, parse_status, reason_phrase, set_alt_svc,
+    set_date_header, set_server_header, AppField, BodyFraming, ChunkSize, ResponseHead,
+    ResponseHeadBuilder, INVISIBLE_VALUE,
 };
 pub use target::TargetForm;

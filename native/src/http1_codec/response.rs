@@ -159,14 +159,37 @@ pub enum AppField {
     Other,
 }
 
+const INVALID_NAME: &str = "invalid header name";
+const SPLITS_HEAD: &str = "header value contains CR, LF or NUL";
+/// What `check_visible_field` refuses that `check_field` takes.
+pub const INVISIBLE_VALUE: &str = "invalid header value";
+
 /// Checks one field an application gave (a CR, LF or NUL would let request
 /// data split the response) and says what it means.
 pub fn check_field(name: &[u8], value: &[u8]) -> Result<AppField, &'static str> {
     if !is_token(name) {
-        return Err("invalid header name");
+        return Err(INVALID_NAME);
     }
     if value.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0)) {
-        return Err("header value contains CR, LF or NUL");
+        return Err(SPLITS_HEAD);
+    }
+    field_kind(name, value)
+}
+
+/// `check_field`, and a value made only of visible bytes, spaces and tabs
+/// (what hyper's `HeaderValue` takes, so that a field refused on HTTP/2 is
+/// refused on every protocol): one scan of the value for both rules, the
+/// same error as the two checks one after the other.
+pub fn check_visible_field(name: &[u8], value: &[u8]) -> Result<AppField, &'static str> {
+    if !is_token(name) {
+        return Err(INVALID_NAME);
+    }
+    if !value
+        .iter()
+        .all(|&b| (b >= 0x20 && b != 0x7f) || b == b'\t')
+    {
+        let splits = value.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0));
+        return Err(if splits { SPLITS_HEAD } else { INVISIBLE_VALUE });
     }
     field_kind(name, value)
 }

@@ -198,3 +198,31 @@ fn body_bytes_and_completeness_follow_the_announced_length() {
     assert_eq!(Chunked.as_python(), (-1, true));
     assert_eq!(UntilClose.as_python(), (-1, false));
 }
+
+#[test]
+fn visible_field_check_gives_the_two_checks_errors_in_their_order() {
+    let both = |name: &[u8], value: &[u8]| {
+        check_field(name, value).and_then(|kind| {
+            let visible = value
+                .iter()
+                .all(|&b| (b >= 0x20 && b != 0x7f) || b == b'\t');
+            if visible {
+                Ok(kind)
+            } else {
+                Err(INVISIBLE_VALUE)
+            }
+        })
+    };
+    let cases: [(&[u8], &[u8]); 7] = [
+        (b"content-length", b"4"),
+        (b"x-tab", b"a\tb"),
+        (b"bad name", b"a\x7f"),
+        (b"x-split", b"a\r\nb"),
+        (b"x-del", b"a\x7fb"),
+        (b"x-nul", b"\x01\x00"),
+        (b"content-length", b"four"),
+    ];
+    for (name, value) in cases {
+        assert_eq!(check_visible_field(name, value), both(name, value));
+    }
+}

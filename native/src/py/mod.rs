@@ -9,6 +9,7 @@ pub(crate) mod body_bytes;
 pub(crate) mod chunked;
 pub(crate) mod environ;
 mod errors;
+pub(crate) mod message_keys;
 mod proxy;
 mod relay;
 pub(crate) mod repeats;

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use super::errors::{RSGIProtocolClosed, RSGIProtocolError};
 use super::transport::{HTTPStreamTransport, StreamSlot, STREAM_DEPTH};
 use crate::bridge::{Finish, LoopCtx, Outcome};
-use crate::server::app_fields::{valid_value, AppFields};
+use crate::server::app_fields::{AppFields, INVISIBLE_VALUE};
 use crate::server::{
     BodyRead, BodyStream, Exchange, ExchangeBody, ExchangeHead, Reply, ReplyFields, ReplySlot,
     Tracker,
@@ -165,13 +165,13 @@ fn app_fields(headers: &Bound<'_, PyAny>) -> PyResult<ReplyFields> {
     for item in headers.try_iter()? {
         let (name, value): (Bound<'_, PyString>, Bound<'_, PyString>) = item?.extract()?;
         let (n, v) = (name.to_str()?.as_bytes(), value.to_str()?.as_bytes());
-        fields
-            .push_checked(n, v, true)
-            .map_err(|e| PyValueError::new_err(format!("{e}: {name}")))?;
-        if !valid_value(v) {
-            let text = format!("invalid value for header {name}");
-            return Err(PyValueError::new_err(text));
-        }
+        fields.push_visible(n, v, true).map_err(|e| {
+            PyValueError::new_err(if e == INVISIBLE_VALUE {
+                format!("invalid value for header {name}")
+            } else {
+                format!("{e}: {name}")
+            })
+        })?;
     }
     Ok(ReplyFields::App(fields))
 }

@@ -8,7 +8,8 @@
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::HeaderMap;
 
-use crate::http1_codec::{check_field, AppField};
+pub use crate::http1_codec::INVISIBLE_VALUE;
+use crate::http1_codec::{check_field, check_visible_field, AppField};
 
 /// A status line (WSGI's, as the app wrote it; empty for ASGI, whose status
 /// is a number) and the fields, in one buffer: two allocations a response,
@@ -52,6 +53,29 @@ impl AppFields {
         lower: bool,
     ) -> Result<AppField, &'static str> {
         let kind = check_field(name, value)?;
+        self.push_kind(name, value, kind, lower)
+    }
+
+    /// `push_checked` under `check_visible_field`'s rule, which the adapters
+    /// that may answer on HTTP/2 use: `Err(INVISIBLE_VALUE)` for a value
+    /// hyper's map would refuse.
+    pub fn push_visible(
+        &mut self,
+        name: &[u8],
+        value: &[u8],
+        lower: bool,
+    ) -> Result<AppField, &'static str> {
+        let kind = check_visible_field(name, value)?;
+        self.push_kind(name, value, kind, lower)
+    }
+
+    fn push_kind(
+        &mut self,
+        name: &[u8],
+        value: &[u8],
+        kind: AppField,
+        lower: bool,
+    ) -> Result<AppField, &'static str> {
         if let AppField::ContentLength(n) = kind {
             if self.length.is_some_and(|prev| prev != n) {
                 return Err("conflicting Content-Length headers");
@@ -80,8 +104,9 @@ impl AppFields {
     /// The same, the name lower-cased, as hyper's map would hold it: what
     /// the engine's ASGI and RSGI apps always put on the wire.
     pub fn push_lower(&mut self, name: &[u8], value: &[u8], kind: AppField) {
-        self.bytes
-            .extend(name.iter().map(|b| b.to_ascii_lowercase()));
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(name);
+        self.bytes[start..].make_ascii_lowercase();
         self.push_value(value, kind);
     }
 

@@ -19,7 +19,7 @@
 //! objects of every small request; a request body's steps as Python over
 //! these fields cost more than the bytecodes they saved.
 
-use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyTypeError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyInt, PyList, PyMemoryView, PyString, PyTuple};
@@ -30,6 +30,7 @@ use super::turn_writes::TurnWrites;
 use crate::http1_codec::Version;
 use crate::py::awaitable::done;
 use crate::py::chunked::ChunkedDecoder;
+use crate::py::message_keys::{Key, MessageKeys};
 use crate::py::request::Request;
 use crate::py::request_counts::RequestCounts;
 use crate::py::response::asgi_head;
@@ -194,9 +195,8 @@ pub(super) fn joined<'py>(py: Python<'py>, parts: &[&[u8]]) -> PyResult<Bound<'p
 }
 
 /// A body message's `body`: bytes as given, a bytearray or memoryview copied.
-fn body_of<'py>(dict: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyBytes>> {
-    let py = dict.py();
-    let Some(body) = dict.get_item(intern!(py, "body"))? else {
+fn body_of<'py>(py: Python<'py>, keys: &MessageKeys<'py>) -> PyResult<Bound<'py, PyBytes>> {
+    let Some(body) = keys.get(Key::Body)? else {
         return Ok(PyBytes::new(py, b""));
     };
     if let Ok(bytes) = body.cast::<PyBytes>() {
@@ -310,7 +310,8 @@ impl AsgiCycle {
         let Ok(dict) = message.cast::<PyDict>() else {
             return slow();
         };
-        let Some(kind) = dict.get_item(intern!(py, "type"))? else {
+        let keys = MessageKeys::of_dict(dict);
+        let Some(kind) = keys.get(Key::Type)? else {
             return slow();
         };
         let Ok(kind) = kind.cast::<PyString>() else {
@@ -325,10 +326,10 @@ impl AsgiCycle {
         }
         match (kind.to_str(), state) {
             (Ok("http.response.body"), ResponseState::Started | ResponseState::Streaming) => {
-                Self::body_message(slf, dict)?
+                Self::body_message(slf, &keys)?
             }
             (Ok("http.response.start"), ResponseState::NotStarted) => {
-                Self::start_message(slf, dict)?
+                Self::start_message(slf, &keys)?
             }
             _ => return slow(),
         }
@@ -420,11 +421,9 @@ impl AsgiCycle {
         Ok(true)
     }
 
-    fn start_message(slf: &Bound<'_, Self>, dict: &Bound<'_, PyDict>) -> PyResult<()> {
+    fn start_message(slf: &Bound<'_, Self>, keys: &MessageKeys<'_>) -> PyResult<()> {
         let py = slf.py();
-        let status = dict
-            .get_item(intern!(py, "status"))?
-            .ok_or_else(|| PyKeyError::new_err("status"))?;
+        let status = keys.required(Key::Status)?;
         if !status.is_exact_instance_of::<PyInt>() {
             return Err(PyTypeError::new_err(format!(
                 "http.response.start 'status' must be an int, not {}",
@@ -433,7 +432,7 @@ impl AsgiCycle {
         }
         let status: i64 = status.extract()?;
         // Kept for the access log: an iterator would be used up by the head.
-        let headers = match dict.get_item(intern!(py, "headers"))? {
+        let headers = match keys.get(Key::Headers)? {
             None => PyTuple::empty(py).into_any(),
             Some(h)
                 if h.is_exact_instance_of::<PyList>() || h.is_exact_instance_of::<PyTuple>() =>
@@ -442,8 +441,8 @@ impl AsgiCycle {
             }
             Some(h) => py.get_type::<PyList>().call1((h,))?,
         };
-        let trailers = dict
-            .get_item(intern!(py, "trailers"))?
+        let trailers = keys
+            .get(Key::Trailers)?
             .map(|t| t.is_truthy())
             .transpose()?;
         let mut me = slf.borrow_mut();
@@ -456,12 +455,10 @@ impl AsgiCycle {
         Ok(())
     }
 
-    fn body_message(slf: &Bound<'_, Self>, dict: &Bound<'_, PyDict>) -> PyResult<()> {
+    fn body_message(slf: &Bound<'_, Self>, keys: &MessageKeys<'_>) -> PyResult<()> {
         let py = slf.py();
-        let body = body_of(dict)?;
-        let more = dict
-            .get_item(intern!(py, "more_body"))?
-            .map_or(Ok(false), |m| m.is_truthy())?;
+        let body = body_of(py, keys)?;
+        let more = keys.flag(Key::MoreBody)?;
         let (state, trailers, transport) = {
             let me = slf.borrow();
             (me.response, me.trailers, me.transport.clone_ref(py))
