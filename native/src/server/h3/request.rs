@@ -50,7 +50,7 @@ pub(super) async fn serve(
         Some(name) => refusal(name),
         None => {
             let declared = content_length(&head.headers);
-            let body = Incoming::H3(RequestBody::new(recv, declared));
+            let body = Incoming::H3(Box::new(RequestBody::new(recv, declared)));
             Box::pin(service::answer_h3(head, body, shared.clone(), conn.clone())).await
         }
     };
