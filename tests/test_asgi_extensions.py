@@ -91,6 +91,22 @@ def test_trailers_never_sent_cut_the_response(asgi):
     server.wait_for_log("returned without completing its response")
 
 
+@pytest.mark.parametrize("bad", ["crlf", "del"])
+def test_a_trailer_value_the_response_could_not_carry_raises_in_the_app(asgi, bad):
+    """A CR or LF would split the trailer section: refused by both servers. A
+    DEL is refused by the engine, which serves HTTP/2 too and so takes only
+    what hyper's map holds (as for the head's fields); the asgi worker,
+    HTTP/1.1 only, sends it. The app can still finish its response."""
+    server = asgi()
+    request = f"GET /trailers?bad={bad} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    data = raw_exchange(server, request.encode())
+    assert b"x-injected" not in data
+    if bad == "del" and asgi.worker != "native":
+        assert data.endswith(b"0\r\nx-bad: a\x7fb\r\nx-checksum: abc\r\n\r\n")
+        return
+    assert data.endswith(b"4\r\ndata\r\n0\r\nx-refused: ValueError\r\n\r\n")
+
+
 def test_trailers_over_http2(start_server):
     server = start_server("-k", "native", APP)
     client = H2Client(server.connect(), authority=f"{server.host}:{server.port}")

@@ -123,15 +123,15 @@ class RequestCycle(AsgiCycle):
             raise RuntimeError(f"ASGI message {kind!r} sent after the response was complete")
 
     def _trailers(self, message: dict[str, Any]) -> None:
-        # Gathered until the last message: the trailer section is written once.
-        if self._trailer_fields is None:
-            self._trailer_fields = []
-        self._trailer_fields.extend(message.get("headers", ()))
+        # Each message's fields are checked as it comes, so that a bad one raises
+        # on the send that carried it and leaves nothing behind; the section is
+        # written once, at the last message.
+        lines = b"".join(_field(name, value) for name, value in message.get("headers", ()))
+        self._trailer_fields = (self._trailer_fields or b"") + lines
         if message.get("more_trailers", False):
             return
         if self._chunked:
-            fields = b"".join(_field(name, value) for name, value in self._trailer_fields or ())
-            self.proto.transport.write(b"0\r\n" + fields + b"\r\n")
+            self.proto.transport.write(b"0\r\n" + self._trailer_fields + b"\r\n")
         self._finish()
 
     def _log_short_body(self) -> None:

@@ -234,7 +234,9 @@ async def pathsend(scope, receive, send, query):
 
 async def trailers(scope, receive, send, query):
     """?whole=1: the body in one message; ?split=1: the trailers in two;
-    ?missing=1: the app returns without sending them."""
+    ?missing=1: the app returns without sending them; ?bad=crlf or ?bad=del:
+    a trailer value with that byte (its error is caught and named in the
+    trailers, so a test sees which server refused it)."""
     start = {"type": "http.response.start", "status": 200, "headers": [], "trailers": True}
     await send(start)
     if query.get("whole"):
@@ -245,6 +247,13 @@ async def trailers(scope, receive, send, query):
     if query.get("missing"):
         return
     fields = [(b"x-checksum", b"abc")]
+    bad = {"crlf": b"a\r\nx-injected: 1", "del": b"a\x7fb"}.get(query.get("bad", ""))
+    if bad is not None:
+        try:
+            more = {"type": "http.response.trailers", "more_trailers": True}
+            await send({**more, "headers": [(b"x-bad", bad)]})
+        except ValueError as exc:
+            fields = [(b"x-refused", type(exc).__name__.encode())]
     if query.get("split"):
         more = {"type": "http.response.trailers", "headers": fields, "more_trailers": True}
         await send(more)

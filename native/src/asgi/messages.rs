@@ -10,10 +10,10 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString, PyTuple};
 
-use crate::http1_codec::{check_field, AppField};
+use crate::http1_codec::{check_field, check_visible_field, AppField};
 use crate::py::message_keys::{Key, MessageKeys};
 use crate::py::text::with_bytes;
-use crate::server::app_fields::{self, AppFields};
+use crate::server::app_fields::AppFields;
 
 pub fn request_message<'py>(
     py: Python<'py>,
@@ -133,16 +133,6 @@ fn for_each_pair(
     Ok(())
 }
 
-/// What hyper's map would not hold (a control byte) raises in the app, so
-/// that every protocol takes the same fields.
-fn valid(name: &[u8], value: &[u8]) -> PyResult<()> {
-    if app_fields::valid_value(value) {
-        Ok(())
-    } else {
-        Err(invalid_field(name, "invalid header value"))
-    }
-}
-
 fn invalid_field(name: &[u8], e: impl std::fmt::Display) -> PyErr {
     PyValueError::new_err(format!(
         "invalid header field {:?}: {e}",
@@ -155,8 +145,9 @@ fn invalid_field(name: &[u8], e: impl std::fmt::Display) -> PyErr {
 fn trailer_fields(keys: &MessageKeys<'_>) -> PyResult<HeaderMap> {
     let mut map = HeaderMap::new();
     for_each_pair(keys, |name, value| {
-        let kind = check_field(name, value).map_err(|e| invalid_field(name, e))?;
-        valid(name, value)?;
+        // What hyper's map would not hold (a control byte) raises in the app,
+        // so that every protocol takes the same trailers.
+        let kind = check_visible_field(name, value).map_err(|e| invalid_field(name, e))?;
         if !matches!(kind, AppField::Other | AppField::Date | AppField::Server) {
             return Ok(());
         }

@@ -149,15 +149,6 @@ impl AppFields {
     }
 }
 
-/// A value hyper's `HeaderValue` takes: visible bytes and tabs, no DEL. The
-/// adapters check it with `check_field`, so that a field refused on HTTP/2
-/// is refused in the app on every protocol.
-pub fn valid_value(value: &[u8]) -> bool {
-    value
-        .iter()
-        .all(|&b| (b >= 0x20 && b != 0x7f) || b == b'\t')
-}
-
 /// The fields of a `code` response that go out: a Content-Length once and
 /// never on 1xx/204 (RFC 9110 8.6), no hop-by-hop field, and of the app's
 /// Connection fields only a `close`, as one `connection: close`.
@@ -266,13 +257,5 @@ mod tests {
         f.push(b"X-Case", b"v", AppField::Other);
         assert_eq!(f.status_line(), b"200 OK");
         assert_eq!(f.fields().next().unwrap().0, b"X-Case");
-    }
-
-    #[test]
-    fn values_hyper_refuses_are_told_apart() {
-        assert!(valid_value(b"a\tb ~"));
-        assert!(valid_value("caf\u{e9}".as_bytes()));
-        assert!(!valid_value(b"a\x01b"));
-        assert!(!valid_value(b"a\x7f"));
     }
 }

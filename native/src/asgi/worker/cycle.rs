@@ -118,6 +118,7 @@ pub struct AsgiCycle {
     /// The app's header list, kept for the access log.
     #[pyo3(get, name = "_headers")]
     headers: Py<PyAny>,
+    /// The trailer section's field lines so far (bytes), written at the last message.
     #[pyo3(get, set, name = "_trailer_fields")]
     trailer_fields: Option<Py<PyAny>>,
     /// The app announced trailers.
