@@ -6,7 +6,8 @@
 //! The response head is held back until the first body message, so a body
 //! sent in one message goes out whole with a Content-Length (hyper's `Full`),
 //! and only a body announced with `more_body` is streamed (chunked on
-//! HTTP/1.1). The states are the asgi worker's (`http/asgi_cycle.py`).
+//! HTTP/1.1). The states are the asgi worker's (`http/asgi_cycle.py`); the
+//! response's are in `cycle/response_body.rs`.
 
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,28 +15,23 @@ use std::sync::{Arc, Mutex};
 use crate::server::Incoming;
 use bytes::Bytes;
 use hyper::body::Body;
-use hyper::{HeaderMap, StatusCode};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyList, PyType};
-use tokio::sync::mpsc::error::TrySendError;
-use tokio::sync::{mpsc, oneshot};
+use pyo3::types::PyList;
 
 use super::messages::{self, disconnect_message, request_message, Sent};
 use crate::bridge::{done, Event, Finish, LoopCtx, Outcome};
 use crate::server::app_fields::AppFields;
 use crate::server::{
-    BodyRead, BodyStream, ConnInfo, Exchange, ExchangeBody, ExchangeHead, Reply, ReplyFields,
-    ReplySlot, Tracker,
+    BodyRead, BodyStream, ConnInfo, Exchange, ExchangeBody, ExchangeHead, Reply, ReplySlot, Tracker,
 };
+
+mod response_body;
+use response_body::{add_trailers, client_gone, Outbound};
 
 /// Body bytes already received that one `http.request` message carries at
 /// most (the asgi worker's high-water mark).
 const BATCH: usize = 256 * 1024;
-
-/// Chunks queued between the app and the socket before `send` waits.
-const STREAM_DEPTH: usize = 4;
 
 enum Inbound {
     /// The whole body, read before the hand-over (`BridgeDispatch`).
@@ -44,40 +40,6 @@ enum Inbound {
     Reading(Arc<BodyStream>),
     /// The last `http.request` message was given: only a disconnect is left.
     Delivered,
-}
-
-enum Outbound {
-    NotStarted,
-    /// `http.response.start` came; the head waits for the first body message.
-    Started {
-        status: u16,
-        headers: AppFields,
-        trailers: bool,
-    },
-    Streaming {
-        chunks: mpsc::Sender<Bytes>,
-        trailers: Option<oneshot::Sender<HeaderMap>>,
-    },
-    /// The body is complete; the trailers it announced are still to come
-    /// (gathered until the last message: the server writes them once).
-    /// No sender when they cannot be sent (a file response).
-    Trailers {
-        tx: Option<oneshot::Sender<HeaderMap>>,
-        fields: HeaderMap,
-    },
-    Complete,
-}
-
-/// The state once the body is complete.
-fn after_body(trailers: Option<oneshot::Sender<HeaderMap>>, announced: bool) -> Outbound {
-    if announced {
-        Outbound::Trailers {
-            tx: trailers,
-            fields: HeaderMap::new(),
-        }
-    } else {
-        Outbound::Complete
-    }
 }
 
 #[pyclass(module = "supervise._native", frozen)]
@@ -233,129 +195,8 @@ impl HttpCycle {
         });
         Ok(fut)
     }
-
-    fn respond(&self, status: u16, reply: Reply) {
-        if self.reply.send(reply) {
-            self.status.store(status, Ordering::Relaxed);
-        }
-    }
-
-    /// Queues one chunk of a streamed body; waits (off the loop) when the
-    /// queue is full, so a slow client slows the app down.
-    fn push(&self, py: Python<'_>, tx: &mpsc::Sender<Bytes>, chunk: Bytes) -> PyResult<Py<PyAny>> {
-        self.sent.fetch_add(chunk.len() as u64, Ordering::Relaxed);
-        match tx.try_send(chunk) {
-            Ok(()) => Ok(done(py)),
-            Err(TrySendError::Closed(_)) => Err(client_gone(py, "http.response.body")),
-            Err(TrySendError::Full(chunk)) => {
-                let tx = tx.clone();
-                self.spawn(py, async move {
-                    match tx.send(chunk).await {
-                        Ok(()) => Outcome::None,
-                        Err(_) => Outcome::Raise(gone_while_waiting, "the client went away"),
-                    }
-                })
-            }
-        }
-    }
-
-    fn start_body(
-        &self,
-        py: Python<'_>,
-        out: &mut Outbound,
-        body: Bytes,
-        more: bool,
-    ) -> PyResult<Py<PyAny>> {
-        let Outbound::Started {
-            status,
-            headers,
-            trailers,
-        } = std::mem::replace(out, Outbound::Complete)
-        else {
-            unreachable!("start_body after http.response.start only")
-        };
-        let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        if !more && !trailers {
-            self.sent.fetch_add(body.len() as u64, Ordering::Relaxed);
-            self.respond(
-                status,
-                Reply::Full {
-                    status: code,
-                    headers: ReplyFields::App(headers),
-                    body,
-                },
-            );
-            return Ok(done(py));
-        }
-        // Trailers need a streamed body: chunked framing on HTTP/1.1.
-        let (tx, rx) = mpsc::channel(STREAM_DEPTH);
-        let (trailers_tx, trailers_rx) = if trailers {
-            let (tx, rx) = oneshot::channel();
-            (Some(tx), Some(rx))
-        } else {
-            (None, None)
-        };
-        self.respond(
-            status,
-            Reply::Stream {
-                status: code,
-                headers: ReplyFields::App(headers),
-                chunks: rx,
-                trailers: trailers_rx,
-            },
-        );
-        let waits = if body.is_empty() {
-            done(py)
-        } else {
-            self.push(py, &tx, body)?
-        };
-        *out = if more {
-            Outbound::Streaming {
-                chunks: tx,
-                trailers: trailers_tx,
-            }
-        } else {
-            after_body(trailers_tx, trailers)
-        };
-        Ok(waits)
-    }
-
-    fn pathsend(
-        &self,
-        py: Python<'_>,
-        out: &mut Outbound,
-        path: &std::path::Path,
-    ) -> PyResult<Py<PyAny>> {
-        // Opened here, so a missing file raises in the app as with the asgi
-        // worker; read and written from the runtime.
-        let file = std::fs::File::open(path)?;
-        let len = file.metadata()?.len();
-        let Outbound::Started {
-            status,
-            headers,
-            trailers,
-        } = std::mem::replace(out, Outbound::Complete)
-        else {
-            unreachable!("pathsend after http.response.start only")
-        };
-        // A file's length is known: its trailers are taken and dropped.
-        *out = after_body(None, trailers);
-        self.sent.fetch_add(len, Ordering::Relaxed);
-        let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        self.respond(
-            status,
-            Reply::Opened {
-                status: code,
-                headers: ReplyFields::App(headers),
-                file,
-                len,
-            },
-        );
-        Ok(done(py))
-    }
 }
 
-/// The asgi worker's error for a send to a client that left (an OSError).
 /// An `http.request` message, made on the loop's thread.
 fn received(body: Bytes, more: bool) -> Outcome {
     Outcome::Made(
@@ -372,20 +213,6 @@ fn disconnect() -> Outcome {
         Bytes::new(),
         false,
     )
-}
-
-/// A send that waited for room and found the client gone.
-fn gone_while_waiting(py: Python<'_>, _: &'static str) -> PyErr {
-    client_gone(py, "http.response.body")
-}
-
-fn client_gone(py: Python<'_>, kind: &str) -> PyErr {
-    static CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-    let message = format!("the client went away ({kind} not sent)");
-    match CLASS.import(py, "supervise.http.errors", "ClientDisconnected") {
-        Ok(class) => PyErr::from_type(class.clone(), message),
-        Err(e) => e,
-    }
 }
 
 impl crate::bridge::ProtocolObject for Py<HttpCycle> {
@@ -548,43 +375,14 @@ impl HttpCycle {
             (Outbound::Started { .. }, Sent::PathSend { path }) => {
                 self.pathsend(py, &mut out, &path)
             }
-            (Outbound::Streaming { chunks, .. }, Sent::Body { body, more }) => {
-                let tx = chunks.clone();
-                let waits = if body.is_empty() {
-                    done(py)
-                } else {
-                    self.push(py, &tx, body)?
-                };
-                if !more {
-                    // The stream ends when the last sender goes: this one, and
-                    // the one a waiting push holds once its chunk is queued.
-                    let Outbound::Streaming { trailers, .. } =
-                        std::mem::replace(&mut *out, Outbound::Complete)
-                    else {
-                        unreachable!()
-                    };
-                    let announced = trailers.is_some();
-                    *out = after_body(trailers, announced);
-                }
-                Ok(waits)
+            (Outbound::Streaming { .. }, Sent::Body { body, more }) => {
+                self.stream_body(py, &mut out, body, more)
             }
             (Outbound::Started { .. } | Outbound::Streaming { .. }, _) => {
                 Err(messages::unexpected("http.response.body", &kind))
             }
-            (Outbound::Trailers { .. }, Sent::Trailers { fields: part, more }) => {
-                let Outbound::Trailers { tx, mut fields } =
-                    std::mem::replace(&mut *out, Outbound::Complete)
-                else {
-                    unreachable!()
-                };
-                for (name, value) in &part {
-                    fields.append(name.clone(), value.clone());
-                }
-                if more {
-                    *out = Outbound::Trailers { tx, fields };
-                } else if let Some(tx) = tx {
-                    let _ = tx.send(fields);
-                }
+            (Outbound::Trailers { .. }, Sent::Trailers { fields, more }) => {
+                add_trailers(&mut out, fields, more);
                 Ok(done(py))
             }
             (Outbound::Trailers { .. }, _) => {
