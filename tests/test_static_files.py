@@ -8,137 +8,60 @@ its body, so "the app was not called" reads as "the answer is not the app's".
 A ``secret.txt`` lies next to the served folder; its content must never come
 back from a request that tries to leave the folder.
 
-Servers are started once per worker class for the read-only checks (module
-fixtures below); the tests that need settings of their own start their own.
+Servers are started once per worker class for these read-only checks (module
+fixtures below). The companion settings are tested in
+test_static_files_settings.py, HTTP/2 and TLS in test_static_files_protocols.py;
+the folder and the helpers are tests/static_tree.py.
 """
 
 from __future__ import annotations
 
 import email.utils
-import gzip
 import hashlib
-import http.client
 import os
 import re
 import shutil
-import socket
-import ssl
 import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 from conftest import (
-    APPS_DIR,
-    WSGI_WORKERS,
     Server,
     free_port,
-    launch,
     lifecycle_app,
     read_until_closed,
     shutdown,
-    supervise_command,
     wait_until,
-    worker_params,
 )
 from ops_helpers import scrape
-
-EVERY_WORKER = WSGI_WORKERS + worker_params("asgi") + worker_params("rsgi")
-
-SECRET = b"TOP-SECRET-must-never-leave-the-server"
-MTIME = 1_700_000_000  # Tue, 14 Nov 2023 22:13:20 GMT: whole seconds, as HTTP dates are
-HELLO = b"hello, static world\n"
-DIGITS = b"0123456789" * 100  # 1000 bytes: ranges are easy to check by eye
-PRE = b"precompressed text, " * 200  # has .br, .zst and .gz siblings
-BR = b"BR-SIBLING-BYTES-" * 7  # not real brotli: these tests compare bytes only
-ZST = b"ZSTD-SIBLING-BYTES-" * 5
-BIG_SIZE = 8 * 1024 * 1024
-IMMUTABLE = "public, max-age=31536000, immutable"
-CACHE_CONTROL = "public, max-age=60"
-APP_ANSWER = b"ok"  # lifecycle_app's body on every path it has no route for
-
-TYPES = {
-    "index.html": ({"text/html;charset=utf-8"}, b"<!doctype html><title>t</title>\n"),
-    "style.css": ({"text/css;charset=utf-8"}, b"body { color: red }\n"),
-    "app.js": (
-        {"text/javascript;charset=utf-8", "application/javascript;charset=utf-8"},
-        b"console.log(1);\n",
-    ),
-    "notes.txt": ({"text/plain;charset=utf-8"}, b"plain notes\n"),
-    # JSON has no charset parameter (RFC 8259: it is UTF-8).
-    "data.json": ({"application/json"}, b'{"a": 1}\n'),
-    "logo.svg": ({"image/svg+xml;charset=utf-8"}, b'<svg xmlns="http://www.w3.org/2000/svg"/>\n'),
-    "pixel.png": ({"image/png"}, b"\x89PNG\r\n\x1a\n" + bytes(range(256))),
-    "font.woff2": ({"font/woff2"}, b"wOF2" + bytes(64)),
-    "blob.qqzz": ({"application/octet-stream"}, b"\x00\x01\x02unknown extension"),
-}
-
-
-# -- the folder served -----------------------------------------------------------
-
-
-@dataclass
-class Tree:
-    root: Path  # holds secret.txt, public/ and assets/
-    public: Path  # what /static maps to
-    gz: bytes  # public/pre.txt.gz (real gzip of PRE)
-    only_gz: bytes  # public/only-gz.txt.gz (real gzip of DIGITS)
-    big: bytes  # public/big.bin
-
-
-def build_tree(root: Path) -> Tree:
-    """The served folder, with a file next to it that must stay unreachable."""
-    (root / "secret.txt").write_bytes(SECRET)
-    (root / "outside").mkdir()
-    (root / "outside" / "secret.txt").write_bytes(SECRET)
-    public = root / "public"
-    public.mkdir()
-    (public / "hello.txt").write_bytes(HELLO)
-    for name, (_, content) in TYPES.items():
-        (public / name).write_bytes(content)
-    (public / "digits.txt").write_bytes(DIGITS)
-    (public / "a b.txt").write_bytes(b"a space in the name\n")
-    (public / "a%20b.txt").write_bytes(b"a literal percent sign in the name\n")
-    (public / "café.txt").write_bytes(b"utf-8 name\n")
-    (public / "sub").mkdir()
-    (public / "sub" / "nested.txt").write_bytes(b"nested\n")
-    (public / "sub" / ".hidden").write_bytes(b"HIDDEN-FILE\n")
-    (public / ".env").write_bytes(b"DOTFILE-CONTENT\n")
-    (public / ".git").mkdir()
-    (public / ".git" / "config").write_bytes(b"DOTDIR-CONTENT\n")
-    (public / "pre.txt").write_bytes(PRE)
-    gz = gzip.compress(PRE, mtime=0)
-    (public / "pre.txt.gz").write_bytes(gz)
-    (public / "pre.txt.br").write_bytes(BR)
-    (public / "pre.txt.zst").write_bytes(ZST)
-    (public / "pre2.txt").write_bytes(PRE)  # zstd and gzip only
-    (public / "pre2.txt.gz").write_bytes(gz)
-    (public / "pre2.txt.zst").write_bytes(ZST)
-    only_gz = gzip.compress(DIGITS, mtime=0)
-    (public / "only-gz.txt").write_bytes(DIGITS)
-    (public / "only-gz.txt.gz").write_bytes(only_gz)
-    for name in (
-        "app.3f2a9c1b.js",
-        "app-3f2a9c1b8d0e.css",
-        "app.3f2a9c1.js",  # 7 hex digits: no hash
-        "app.3g2a9c1b.js",  # not hex: no hash
-    ):
-        (public / name).write_bytes(b"/* " + name.encode() + b" */\n")
-    big = os.urandom(BIG_SIZE)
-    (public / "big.bin").write_bytes(big)
-    (public / "link-inside.txt").symlink_to("hello.txt")
-    (public / "link-outside.txt").symlink_to(root / "secret.txt")
-    (public / "linkdir").symlink_to(root / "outside", target_is_directory=True)
-    assets = root / "assets"
-    assets.mkdir()
-    (assets / "x.txt").write_bytes(b"from assets\n")
-    for path in (*public.rglob("*"), *assets.rglob("*")):
-        if not path.is_symlink():
-            os.utime(path, (MTIME, MTIME))
-    return Tree(root, public, gz, only_gz, big)
+from static_tree import (
+    APP_ANSWER,
+    BIG_SIZE,
+    BR,
+    DIGITS,
+    DIRECTORIES,
+    EVERY_WORKER,
+    HELLO,
+    HIDDEN,
+    MTIME,
+    NUL,
+    PRE,
+    SECRET,
+    TRAVERSALS,
+    TYPES,
+    ZST,
+    Tree,
+    assert_static_refusal,
+    build_tree,
+    http_date,
+    is_strong_etag,
+    media,
+    start_serving,
+    vary_names,
+)
 
 
 @pytest.fixture(scope="module")
@@ -161,16 +84,6 @@ class Served:
     metrics: str  # HOST:PORT of --metrics-bind
 
 
-def _start(args: list[str], log: Path, **options) -> Server:
-    server = launch(args, log, **options)
-    try:
-        server.wait_serving()
-    except BaseException:
-        shutdown(server)
-        raise
-    return server
-
-
 @pytest.fixture(scope="module")
 def served(kind: str, tree: Tree, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """The default settings: only --static-map (plus an access log and metrics)."""
@@ -179,23 +92,8 @@ def served(kind: str, tree: Tree, tmp_path_factory: pytest.TempPathFactory) -> I
     metrics = f"127.0.0.1:{free_port()}"
     args = [lifecycle_app(kind), "-k", kind, "--static-map", f"/static={tree.public}"]
     args += ["--access-logfile", str(access), "--metrics-bind", metrics]
-    server = _start(args, work / "server.log")
+    server = start_serving(args, work / "server.log")
     yield Served(server, access, metrics)
-    shutdown(server)
-
-
-@pytest.fixture(scope="module")
-def tuned(kind: str, tree: Tree, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """Every companion setting on, and a second map given relative to --chdir
-    with a trailing slash."""
-    work = tmp_path_factory.mktemp(f"tuned-{kind}")
-    args = [lifecycle_app(kind), "-k", kind, "--chdir", str(tree.root)]
-    args += ["--pythonpath", str(APPS_DIR)]
-    args += ["--static-map", f"/static={tree.public}", "--static-map", "/assets/=assets"]
-    args += ["--static-fallthrough", "--static-follow-symlinks", "--static-immutable"]
-    args += ["--static-cache-control", CACHE_CONTROL]
-    server = _start(args, work / "server.log")
-    yield server
     shutdown(server)
 
 
@@ -226,30 +124,6 @@ def client(served: Served) -> Iterator[Client]:
     c = Client(served.server)
     yield c
     c.close()
-
-
-def media(headers: dict[str, str]) -> str:
-    """The Content-Type without blanks, lowercased: text/css;charset=utf-8."""
-    return headers.get("content-type", "").replace(" ", "").lower()
-
-
-def http_date(ts: float) -> str:
-    return email.utils.formatdate(ts, usegmt=True)
-
-
-def is_strong_etag(value: str | None) -> bool:
-    return value is not None and re.fullmatch(r'"[\x21\x23-\x7e\x80-\xff]*"', value) is not None
-
-
-def vary_names(headers: dict[str, str]) -> set[str]:
-    return {part.strip().lower() for part in headers.get("vary", "").split(",")}
-
-
-def assert_static_refusal(status: int, body: bytes, path: str, allowed=(404,)) -> None:
-    """Not served, not the app, nothing from outside the folder."""
-    assert status in allowed, (path, status, body[:200])
-    assert body != APP_ANSWER, path
-    assert SECRET not in body, path
 
 
 # -- GET, HEAD and the other methods ---------------------------------------------
@@ -450,34 +324,6 @@ def test_ranges_apply_to_the_bytes_sent(client, tree):
     assert headers["content-range"] == f"bytes {len(PRE) - 6}-{len(PRE) - 1}/{len(PRE)}"
 
 
-# -- what is never served ----------------------------------------------------------
-
-TRAVERSALS = [
-    "/static/../secret.txt",
-    "/static/%2e%2e/secret.txt",
-    "/static/%2E%2E/secret.txt",
-    "/static/..%2fsecret.txt",
-    "/static/%2e%2e%2fsecret.txt",
-    "/static/sub/../../secret.txt",
-    "/static/sub/%2e%2e/%2e%2e/secret.txt",
-    "/static/.%2e/secret.txt",
-    "/static/..\\secret.txt",
-    "/static/..%5csecret.txt",
-    "/static/sub\\..\\..\\secret.txt",
-    "/static/%2e%2e%5csecret.txt",
-    "/static/%2e%2e%2f%2e%2e%2f%2e%2e%2f%2e%2e%2fetc/passwd",
-]
-NUL = ["/static/hello.txt%00", "/static/%00", "/static/hello.txt%00.png"]
-HIDDEN = [
-    "/static/.env",
-    "/static/%2eenv",
-    "/static/.git/config",
-    "/static/.git/",
-    "/static/sub/.hidden",
-]
-DIRECTORIES = ["/static/sub", "/static/sub/", "/static/.git"]
-
-
 def test_traversal_never_leaves_the_folder(client):
     answers = {path: client(path)[::2] for path in [*TRAVERSALS, *NUL]}
     wrong = {
@@ -623,62 +469,10 @@ def test_static_answers_are_logged_and_counted(served):
     wait_until(lambda: scrape(served.metrics)["supervise_requests_total"] >= before + 5)
 
 
-# -- the companion settings ----------------------------------------------------------
-
-
-def test_cache_control_and_immutable_names(tuned):
-    for name in ("app.3f2a9c1b.js", "app-3f2a9c1b8d0e.css"):
-        status, headers, _ = tuned.get(f"/static/{name}")
-        assert (status, headers.get("cache-control")) == (200, IMMUTABLE), name
-    for name in ("app.3f2a9c1.js", "app.3g2a9c1b.js", "hello.txt", "big.bin"):
-        status, headers, _ = tuned.get(f"/static/{name}", method="HEAD")
-        assert (status, headers.get("cache-control")) == (200, CACHE_CONTROL), name
-
-
 def test_without_immutable_a_hashed_name_gets_no_cache_control(served):
     status, headers, _ = served.server.get("/static/app.3f2a9c1b.js")
     assert status == 200
     assert "cache-control" not in headers
-
-
-def test_fallthrough_hands_what_is_not_a_file_to_the_app(tuned):
-    folders = [path for path in DIRECTORIES if "/." not in path]  # a dot-folder is hidden
-    paths = [*folders, "/static/nope.txt", "/static/sub/nope.txt"]
-    answers = {path: tuned.get(path)[::2] for path in paths}
-    wrong = {path: got for path, got in answers.items() if got != (200, APP_ANSWER)}
-    assert not wrong, f"not handed to the app: {wrong}"
-    # Dotfiles are refused, not handed on: a path that names one is never
-    # the app's under a static prefix (an app serving /static/.env would be
-    # the mistake this guards against).
-    hidden = [*HIDDEN, *(path for path in DIRECTORIES if "/." in path)]
-    answers = {path: tuned.get(path)[::2] for path in hidden}
-    wrong = {path: got for path, got in answers.items() if got[0] != 404}
-    assert not wrong, f"dotfiles not refused: {wrong}"
-    # ... but never a way out of the folder.
-    answers = {path: tuned.get(path)[::2] for path in TRAVERSALS}
-    wrong = {
-        path: got
-        for path, got in answers.items()
-        if got[0] not in (400, 404) or got[1] == APP_ANSWER or SECRET in got[1]
-    }
-    assert not wrong, f"traversals not refused: {wrong}"
-    for path in NUL:
-        assert SECRET not in tuned.get(path)[2], path
-    assert tuned.get("/static/hello.txt")[::2] == (200, HELLO)
-
-
-def test_follow_symlinks_serves_links_leading_outside(tuned):
-    assert tuned.get("/static/link-outside.txt")[::2] == (200, SECRET)
-    assert tuned.get("/static/linkdir/secret.txt")[::2] == (200, SECRET)
-    assert tuned.get("/static/link-inside.txt")[::2] == (200, HELLO)
-
-
-def test_several_maps_and_a_directory_relative_to_chdir(tuned):
-    status, headers, body = tuned.get("/assets/x.txt")
-    assert (status, body) == (200, b"from assets\n")
-    assert headers.get("cache-control") == CACHE_CONTROL
-    assert tuned.get("/assetsx/x.txt")[::2] == (200, APP_ANSWER)
-    assert tuned.get("/static/digits.txt")[::2] == (200, DIGITS)
 
 
 # -- a real client ---------------------------------------------------------------------
@@ -710,157 +504,3 @@ def test_curl(served, tree, tmp_path):
     assert curl("-z", http_date(MTIME - 60), f"{base}/static/hello.txt") == ("200", HELLO)
     assert curl(f"{base}/static/big.bin") == ("200", tree.big)
     assert curl(f"{base}/static/..%2fsecret.txt")[1].find(SECRET) == -1
-
-
-# -- HTTP/2 (h2c, prior knowledge) on the native server -----------------------------------
-
-NATIVE_HTTP2 = [
-    pytest.param(("rsgi", "lifecycle_app:rsgi_app"), id="rsgi"),
-    pytest.param(("native", "lifecycle_app:app"), id="native-wsgi"),
-    pytest.param(("native", "lifecycle_app:asgi_app"), id="native-asgi"),
-]
-
-
-@pytest.mark.parametrize("worker_app", NATIVE_HTTP2)
-def test_http2_prior_knowledge(start_server, tree, worker_app):
-    worker, app = worker_app
-    server = start_server(app, "-k", worker, "--static-map", f"/static={tree.public}")
-    base = f"http://{server.host}:{server.port}"
-    with httpx.Client(http1=False, http2=True, timeout=30) as h2:
-        r = h2.get(f"{base}/static/hello.txt")
-        assert r.http_version == "HTTP/2"
-        assert (r.status_code, r.content) == (200, HELLO)
-        assert media(dict(r.headers)) == "text/plain;charset=utf-8"
-        assert is_strong_etag(r.headers.get("etag"))
-        etag = r.headers["etag"]
-        assert (
-            h2.get(f"{base}/static/hello.txt", headers={"If-None-Match": etag}).status_code == 304
-        )
-        r = h2.get(f"{base}/static/digits.txt", headers={"Range": "bytes=100-199"})
-        assert (r.status_code, r.content) == (206, DIGITS[100:200])
-        assert r.headers["content-range"] == f"bytes 100-199/{len(DIGITS)}"
-        r = h2.head(f"{base}/static/big.bin")
-        assert (r.status_code, r.headers["content-length"], r.content) == (200, str(BIG_SIZE), b"")
-        r = h2.get(f"{base}/static/big.bin")
-        assert r.content == tree.big
-        r = h2.get(f"{base}/static/pre.txt", headers={"Accept-Encoding": "gzip"})
-        assert r.headers.get("content-encoding") == "gzip"
-        assert r.content == PRE  # httpx decodes it
-        r = h2.get(f"{base}/static/%2e%2e/secret.txt")
-        assert r.status_code in (400, 404) and SECRET not in r.content
-        assert h2.get(f"{base}/other").content == APP_ANSWER
-
-
-# -- TLS -----------------------------------------------------------------------------------
-
-
-def _wait_tls(server: Server, ctx: ssl.SSLContext, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with (
-                socket.create_connection((server.host, server.port), timeout=5) as raw,
-                ctx.wrap_socket(raw, server_hostname=server.host),
-            ):
-                return
-        except OSError:
-            if server.proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"no TLS service:\n{server.log()}")
-            time.sleep(0.1)
-
-
-@pytest.mark.parametrize(
-    "worker_app",
-    [("rsgi", "lifecycle_app:rsgi_app"), ("gthread", "lifecycle_app:app")],
-    ids=["rsgi", "gthread"],
-)
-def test_over_tls(start_server, tree, pki, worker_app):
-    worker, app = worker_app
-    server = start_server(
-        app, "-k", worker, "--static-map", f"/static={tree.public}",
-        "--certfile", str(pki / "server.pem"), "--keyfile", str(pki / "server.key"), wait=False,
-    )  # fmt: skip
-    ctx = ssl.create_default_context(cafile=str(pki / "ca.pem"))
-    _wait_tls(server, ctx)
-    conn = http.client.HTTPSConnection(server.host, server.port, context=ctx, timeout=30)
-    try:
-        for path, headers, want_status, want in (
-            ("/static/hello.txt", {}, 200, HELLO),
-            ("/static/digits.txt", {"Range": "bytes=-10"}, 206, DIGITS[-10:]),
-            ("/static/big.bin", {}, 200, tree.big),  # no sendfile under TLS: encrypted bytes
-            ("/static/pre.txt", {"Accept-Encoding": "gzip"}, 200, tree.gz),
-            ("/static/hello.txt", {}, 200, HELLO),
-        ):
-            conn.request("GET", path, headers=headers)
-            resp = conn.getresponse()
-            assert (resp.status, resp.read()) == (want_status, want), path
-    finally:
-        conn.close()
-    if worker == "rsgi":
-        with httpx.Client(http2=True, verify=ctx, timeout=30) as client:
-            r = client.get(f"https://{server.host}:{server.port}/static/big.bin")
-            assert r.http_version == "HTTP/2"
-            assert r.content == tree.big
-
-
-# -- settings --------------------------------------------------------------------------------
-
-
-def _check_config(*args: str, cwd: Path = APPS_DIR) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        supervise_command(*args, "--check-config", "lifecycle_app:app"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-    )
-
-
-@pytest.mark.parametrize(
-    "value",
-    ["static=./x", "/s", "/static={missing}", "=/tmp"],
-    ids=["no-slash", "no-dir", "missing", "no-prefix"],
-)
-def test_a_bad_static_map_is_one_clear_error(value, tmp_path):
-    done = _check_config("--static-map", value.format(missing=tmp_path / "missing"))
-    assert done.returncode != 0
-    assert "Traceback" not in done.stderr + done.stdout
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, done.stderr
-    assert "static" in lines[0].lower(), lines[0]
-
-
-def test_a_good_static_map_passes_the_check_from_the_command_line_and_a_file(tmp_path):
-    (tmp_path / "public").mkdir()
-    done = _check_config("--chdir", str(tmp_path), "--pythonpath", str(APPS_DIR),
-                         "--static-map", "/static=public")  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    conf = tmp_path / "conf.py"
-    conf.write_text(
-        f"static_map = ['/static={tmp_path / 'public'}', '/media/={tmp_path}']\n"
-        "static_cache_control = 'public, max-age=60'\n"
-        "static_immutable = True\nstatic_fallthrough = True\nstatic_follow_symlinks = True\n"
-    )
-    done = _check_config("-c", str(conf))
-    assert done.returncode == 0, done.stderr
-    bad = tmp_path / "bad.py"
-    bad.write_text("static_map = ['static=public']\n")
-    done = _check_config("-c", str(bad))
-    assert done.returncode != 0
-    assert "Traceback" not in done.stderr
-    assert "static" in done.stderr.lower()
-
-
-def test_a_missing_folder_stops_the_start_with_one_line(start_server, tmp_path):
-    """The same error at a real start as under --check-config: the arbiter says it
-    once and exits, rather than workers failing to boot one after another."""
-    missing = tmp_path / "missing"
-    server = start_server("lifecycle_app:app", "--static-map", f"/static={missing}", wait=False)
-    try:
-        code = server.proc.wait(30)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"still running after 30 s with a missing folder:\n{server.log()[-3000:]}")
-    log = server.log()
-    assert code != 0
-    assert "Traceback" not in log, log[-3000:]
-    assert log.count(str(missing)) <= 2, log[-3000:]  # said once (or twice), not per worker
