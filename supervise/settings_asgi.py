@@ -28,7 +28,8 @@ def declare(add: Callable[..., None]) -> None:
         help="The event loop of the asgi, rsgi and native workers: `uvloop` (installed "
         "with supervise on Linux and macOS), `asyncio` (the standard library's), `rloop` "
         "(a Rust loop: `pip install rloop`), or `auto`: uvloop when it can be imported, "
-        "else asyncio. With -k asgi, where the loop owns the sockets, rloop 0.5 leaves "
+        "else asyncio (for a WSGI app on -k native, whose loop only keeps house, asyncio). "
+        "With -k asgi, where the loop owns the sockets, rloop 0.5 leaves "
         "a connection the worker closed open until the garbage collector frees it: fine "
         "for measuring, not for serving (rsgi and native keep their sockets in Rust).",
     )

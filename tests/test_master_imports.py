@@ -37,3 +37,33 @@ def test_master_boot_leaves_rarely_used_modules_out(worker):
         pytest.skip(f"{worker}: {done.stderr.strip()[-200:]}")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == []
+
+
+def _maps_uvloop(pid: int) -> bool:
+    with open(f"/proc/{pid}/maps") as maps:
+        return any("uvloop" in line for line in maps)
+
+
+@pytest.mark.parametrize(
+    ("loop", "interface", "master_has", "worker_has"),
+    [
+        ("auto", "wsgi", False, False),
+        ("uvloop", "wsgi", True, True),
+    ],
+)
+def test_the_native_workers_wsgi_loop_is_the_standard_librarys(
+    start_server, loop, interface, master_has, worker_has
+):
+    """-k native runs a WSGI app on its runtime threads; the loop beside it
+    only keeps house, so under --loop auto it is asyncio's, and once
+    --interface says WSGI no process maps uvloop's code (/proc/PID/maps).
+    Under --interface auto the master imports it for an ASGI or RSGI app,
+    and a worker inherits the mapping, so only the first case is told by
+    maps; --loop uvloop is still honoured."""
+    pytest.importorskip("uvloop")
+    server = start_server("lifecycle_app:app", "-k", "native", "--loop", loop,
+                          "--interface", interface)  # fmt: skip
+    (worker,) = server.wait_workers(1)
+    assert server.get("/")[0] == 200
+    assert _maps_uvloop(server.pid) is master_has
+    assert _maps_uvloop(worker) is worker_has

@@ -62,10 +62,16 @@ class LoopWorker(Worker):
         with contextlib.suppress(ImportError, RuntimeError):
             loop_library(cfg.loop)
 
-    def create_loop(self) -> asyncio.AbstractEventLoop:
-        """The loop (``--loop``), current, with the worker's signals routed through it."""
+    def create_loop(self, *, housekeeping_only: bool = False) -> asyncio.AbstractEventLoop:
+        """The loop (``--loop``), current, with the worker's signals routed through it.
+        ``housekeeping_only``: no app runs on it (-k native's WSGI apps run on the
+        runtime threads), so ``auto`` takes the standard library's: the loop
+        wakes ten times a second, and uvloop would only add its pages."""
+        name = self.cfg.loop
+        if housekeeping_only and name == "auto":
+            name = "asyncio"
         try:
-            loop = new_event_loop(self.cfg.loop)
+            loop = new_event_loop(name)
         except (ImportError, RuntimeError) as exc:
             self.log.error("%s", self.missing(exc))
             raise SystemExit(WORKER_BOOT_ERROR) from None

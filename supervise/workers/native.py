@@ -15,9 +15,10 @@ up the worker, as with the sync worker), one work-stealing runtime for
 more, so an idle thread takes over the connections of a held-up one.
 
 The worker's main thread runs an idle asyncio loop for the housekeeping
-every loop worker has (signals, the tick); its heartbeat stops while every
-app thread has been in one call for longer than a tick, so ``--timeout``
-replaces a worker whose app is stuck.
+every loop worker has (signals, the tick): the standard library's unless
+``--loop`` names another, since uvloop would only add memory. Its heartbeat
+stops while every app thread has been in one call for longer than a tick,
+so ``--timeout`` replaces a worker whose app is stuck.
 """
 
 from __future__ import annotations
@@ -45,6 +46,15 @@ class NativeWorker(NativeServerWorker):
 
     interface = "wsgi"
     lifespan: Lifespan | None = None
+
+    @classmethod
+    def import_in_master(cls, cfg: Any) -> None:
+        # A WSGI app's loop under --loop auto is the standard library's
+        # (create_loop): uvloop would be pages no worker uses. With --interface
+        # auto the app is not known yet (it loads in the workers), so the loop
+        # library is imported, for the workers that serve ASGI or RSGI.
+        if cfg.interface != "wsgi" or cfg.loop != "auto":
+            super().import_in_master(cfg)
 
     @classmethod
     def interface_for(cls, app: Any, cfg: Any) -> str:
@@ -75,7 +85,7 @@ class NativeWorker(NativeServerWorker):
             self._start_asgi()
             return
         prefer_batches()
-        self.create_loop()
+        self.create_loop(housekeeping_only=True)
         threads = self.cfg.threads
         self.start_server(
             wsgi_app(self, multithread=threads > 1),
