@@ -40,8 +40,8 @@ from gevent.hub import Waiter, get_hub
 from gevent.pool import Pool
 from gevent.socket import wait_read, wait_write
 
-from supervise.http.connection import Connection
 from supervise.http.errors import ClientError
+from supervise.http.held_connection import HOLD_AT_MOST, HeldConnection, send_now
 from supervise.http.wsgi import WSGIHandler
 from supervise.workers.accepting import SocketWorker
 from supervise.workers.base import IDLE_GRACE_ON_STOP
@@ -77,11 +77,6 @@ _SEND_HELD = 2
 
 class _WaitTimeout(Exception):
     """Raised inside gevent's wait when the deadline passes; never leaves this module."""
-
-
-# The largest whole response that may wait for the rest of the hub's turn
-# (_TurnWrites); a larger one is sent at once.
-HOLD_AT_MOST = 64 * 1024
 
 
 def _wait_on_hub(sock: Any, write: bool, timeout: float | None) -> bool:
@@ -133,14 +128,14 @@ class _TurnWrites:
             conn.write_held(self.loop)
 
 
-class GeventConnection(Connection):
+class GeventConnection(HeldConnection):
     """A connection that waits on the gevent hub: the greenlet parks until the
     socket is ready. Its whole responses may wait in ``held`` for the end of
     the hub's turn (_TurnWrites); anything else it sends, and any wait for the
     client, sends what is held first, so the bytes leave in order and nothing
     waits for a client that waits for them."""
 
-    __slots__ = ("client", "held", "queued")
+    __slots__ = ("client", "queued")
 
     # Set by the worker at run(): one per process, as the hub is.
     turn: ClassVar[_TurnWrites | None] = None
@@ -154,7 +149,6 @@ class GeventConnection(Connection):
         send_min_rate: int = 0,
     ) -> None:
         super().__init__(sock, environ, trusted, send_timeout, send_min_rate)
-        self.held = b""
         self.queued = False  # in the turn's list: its end will write ``held``
         # The greenlet's state (set by the worker): write_held wakes it if idle.
         self.client: _Client | None = None
@@ -172,20 +166,7 @@ class GeventConnection(Connection):
             self.held = data
             turn.hold(self)
         else:
-            _send_now(self, data)
-
-    def sendall(self, data: bytes) -> None:
-        if self.held:  # what was held goes first (a pipelined request's answer)
-            data = self.held + data
-            self.held = b""
-        _send_now(self, data)
-
-    def release(self) -> None:
-        """Send what is held, waiting as sendall does (ClientError as sendall)."""
-        held = self.held
-        if held:
-            self.held = b""
-            _send_now(self, held)
+            send_now(self, data)
 
     def write_held(self, loop: Any) -> None:
         """The turn's end (in the hub): what the socket takes without waiting.
@@ -203,15 +184,6 @@ class GeventConnection(Connection):
         client = self.client
         if client is not None and client.waiter is not None:
             loop.run_callback(client.waiter.switch, _SEND_HELD)
-
-    def close(self) -> None:
-        if self.held:
-            with contextlib.suppress(ClientError):
-                self.release()
-        super().close()
-
-
-_send_now = Connection.sendall
 
 
 class _Client:

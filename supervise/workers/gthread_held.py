@@ -5,31 +5,17 @@ responses leave together (workers/gthread.py sends them, `_release`).
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
-from supervise.http.connection import Connection
-from supervise.http.errors import ClientError
-
-# The largest whole response that may wait for the rest of its poll (see
-# HoldingConnection); a larger one is sent at once.
-HOLD_AT_MOST = 64 * 1024
+from supervise.http.held_connection import HOLD_AT_MOST, HeldConnection, send_now
 
 
-# The base class's function, as a global: called once a request, and
-# `Class.function` is an attribute load of a class that CPython 3.11 does not
-# specialise (a global is).
-_send_now = Connection.sendall
-
-
-class HoldingConnection(Connection):
+class HoldingConnection(HeldConnection):
     """A connection whose whole response may wait, in ``held``, until the
     leader has run the other requests of the same poll; then that poll's
-    responses leave one after the other. Each write wakes its reader: a client
-    on the same host, woken once per response across cores, cost the worker
-    more than holding (figures: docs/performance.md, "One poll's responses leave together")."""
+    responses leave one after the other."""
 
-    __slots__ = ("held", "may_hold")
+    __slots__ = ("may_hold",)
 
     def __init__(
         self,
@@ -40,7 +26,6 @@ class HoldingConnection(Connection):
         send_min_rate: int = 0,
     ) -> None:
         super().__init__(sock, environ, trusted, send_timeout, send_min_rate)
-        self.held = b""
         self.may_hold = False  # set by the leader per request: more of its poll waits
 
     def send_last(self, data: bytes) -> None:
@@ -49,20 +34,7 @@ class HoldingConnection(Connection):
         elif self.may_hold and len(data) <= HOLD_AT_MOST:
             self.held = data
         else:
-            _send_now(self, data)
-
-    def sendall(self, data: bytes) -> None:
-        if self.held:  # what was held goes first (a pipelined request's answer)
-            data = self.held + data
-            self.held = b""
-        _send_now(self, data)
-
-    def release(self) -> None:
-        """Send what was held (ClientDisconnected, ClientTimeout as sendall)."""
-        held = self.held
-        if held:
-            self.held = b""
-            _send_now(self, held)
+            send_now(self, data)
 
     def release_what_fits(self) -> bool:
         """Send what of ``held`` the socket takes without waiting; True when
@@ -71,9 +43,3 @@ class HoldingConnection(Connection):
         sent = self.send_what_fits(held)
         self.held = held[sent:] if sent else held
         return sent == len(held)
-
-    def close(self) -> None:
-        if self.held:
-            with contextlib.suppress(ClientError):
-                self.release()
-        super().close()
