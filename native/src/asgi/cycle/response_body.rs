@@ -89,15 +89,7 @@ impl HttpCycle {
         body: Bytes,
         more: bool,
     ) -> PyResult<Py<PyAny>> {
-        let Outbound::Started {
-            status,
-            headers,
-            trailers,
-        } = std::mem::replace(out, Outbound::Complete)
-        else {
-            unreachable!("start_body after http.response.start only")
-        };
-        let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let (status, code, headers, trailers) = take_started(out);
         if !more && !trailers {
             self.sent.fetch_add(body.len() as u64, Ordering::Relaxed);
             self.respond(
@@ -153,18 +145,10 @@ impl HttpCycle {
         // worker; read and written from the runtime.
         let file = std::fs::File::open(path)?;
         let len = file.metadata()?.len();
-        let Outbound::Started {
-            status,
-            headers,
-            trailers,
-        } = std::mem::replace(out, Outbound::Complete)
-        else {
-            unreachable!("pathsend after http.response.start only")
-        };
+        let (status, code, headers, trailers) = take_started(out);
         // A file's length is known: its trailers are taken and dropped.
         *out = after_body(None, trailers);
         self.sent.fetch_add(len, Ordering::Relaxed);
-        let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         self.respond(
             status,
             Reply::Opened {
@@ -207,6 +191,24 @@ impl HttpCycle {
         }
         Ok(waits)
     }
+}
+
+/// What `http.response.start` said, taken out of `Started` for the first
+/// body message (or the file): the status as sent and as hyper's code (the
+/// message check took only 200 to 999, inside hyper's range: 500 is a guard),
+/// the fields, and whether trailers were announced. `out` is left `Complete`
+/// for the caller to set.
+fn take_started(out: &mut Outbound) -> (u16, StatusCode, AppFields, bool) {
+    let Outbound::Started {
+        status,
+        headers,
+        trailers,
+    } = std::mem::replace(out, Outbound::Complete)
+    else {
+        unreachable!("a body only after http.response.start")
+    };
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, code, headers, trailers)
 }
 
 /// One `http.response.trailers` message: its fields join those before; the
