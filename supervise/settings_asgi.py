@@ -28,7 +28,8 @@ def declare(add: Callable[..., None]) -> None:
         help="The event loop of the asgi, rsgi and native workers: `uvloop` (installed "
         "with supervise on Linux and macOS), `asyncio` (the standard library's), `rloop` "
         "(a Rust loop: `pip install rloop`), or `auto`: uvloop when it can be imported, "
-        "else asyncio (for a WSGI app on -k native, whose loop only keeps house, asyncio). "
+        "else asyncio. A WSGI app on -k native runs without a loop (on the runtime threads), "
+        "so this setting does not apply to it. "
         "With -k asgi, where the loop owns the sockets, rloop 0.5 leaves "
         "a connection the worker closed open until the garbage collector frees it: fine "
         "for measuring, not for serving (rsgi and native keep their sockets in Rust).",

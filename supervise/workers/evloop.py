@@ -6,11 +6,14 @@ runs on the loop and resolves ``stop_requested``; the worker's ``run()``
 awaits it. The heartbeat is a loop callback: an app that blocks the loop
 stops it, and the arbiter replaces the worker (SIGABRT, handled outside the
 loop, logs where it was stuck).
+
+asyncio itself is imported where a loop is made, not with this module: -k
+native serves a WSGI app with no loop at all (workers/native.py), and
+asyncio is about 3 MiB of a worker's memory (docs/performance.md).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import signal
 from collections.abc import Coroutine
@@ -19,6 +22,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from supervise.workers.base import WORKER_BOOT_ERROR, Worker
 
 if TYPE_CHECKING:
+    import asyncio
+
     from supervise.config import Config
 
 T = TypeVar("T")
@@ -43,6 +48,8 @@ def loop_library(name: str) -> Any:
         import rloop
 
         return rloop
+    import asyncio
+
     return asyncio
 
 
@@ -62,16 +69,12 @@ class LoopWorker(Worker):
         with contextlib.suppress(ImportError, RuntimeError):
             loop_library(cfg.loop)
 
-    def create_loop(self, *, housekeeping_only: bool = False) -> asyncio.AbstractEventLoop:
-        """The loop (``--loop``), current, with the worker's signals routed through it.
-        ``housekeeping_only``: no app runs on it (-k native's WSGI apps run on the
-        runtime threads), so ``auto`` takes the standard library's: the loop
-        wakes ten times a second, and uvloop would only add its pages."""
-        name = self.cfg.loop
-        if housekeeping_only and name == "auto":
-            name = "asyncio"
+    def create_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop (``--loop``), current, with the worker's signals routed through it."""
+        import asyncio
+
         try:
-            loop = new_event_loop(name)
+            loop = new_event_loop(self.cfg.loop)
         except (ImportError, RuntimeError) as exc:
             self.log.error("%s", self.missing(exc))
             raise SystemExit(WORKER_BOOT_ERROR) from None
@@ -142,6 +145,8 @@ def _run_pending_signal_handlers() -> None:
 
 def cancel_remaining(loop: asyncio.AbstractEventLoop) -> None:
     """Cancel what is left (apps still running at the deadline) and let it unwind."""
+    import asyncio
+
     tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
     for task in tasks:
         task.cancel()

@@ -14,47 +14,61 @@ one single-threaded runtime for 1 (the bjoern model: a blocking app holds
 up the worker, as with the sync worker), one work-stealing runtime for
 more, so an idle thread takes over the connections of a held-up one.
 
-The worker's main thread runs an idle asyncio loop for the housekeeping
-every loop worker has (signals, the tick): the standard library's unless
-``--loop`` names another, since uvloop would only add memory. Its heartbeat
-stops while every app thread has been in one call for longer than a tick,
-so ``--timeout`` replaces a worker whose app is stuck.
+A WSGI app's worker has no event loop: its main thread only keeps house
+(signals, the tick; ``NativeServerWorker.run_without_loop``), and neither
+asyncio nor the ASGI and RSGI adapters are imported, in the worker or, under
+``--interface wsgi``, in the master (about 3 MiB; docs/performance.md). The
+heartbeat stops while every app thread has been in one call for longer than
+a tick, so ``--timeout`` replaces a worker whose app is stuck.
 """
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from supervise import _native, loading
-from supervise.http import asgi_engine, asgi_engine_ws
-from supervise.http.asgi_lifespan import Lifespan
 from supervise.http.proxy import ProxyRules
-from supervise.http.task_start import task_starter
 from supervise.http.wsgi_engine import wsgi_app
 from supervise.tls import server_certificate
 from supervise.workers.base import APP_LOAD_ERROR
 from supervise.workers.native_server import NativeServerWorker, prefer_batches
-from supervise.workers.rsgi import delete_rsgi, start_rsgi
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from supervise.http.asgi_lifespan import Lifespan
 
 # What the engine serves.
 SERVED = ("wsgi", "asgi", "rsgi")
+
+# What an ASGI or RSGI app's worker imports besides its loop library: in the
+# master when the app may be one (import_in_master), so every worker shares
+# their pages; never for a WSGI app, which runs without a loop.
+LOOP_APP_MODULES = (
+    "supervise.http.asgi_engine",
+    "supervise.http.asgi_engine_ws",
+    "supervise.http.asgi_lifespan",
+    "supervise.http.task_start",
+    "supervise.workers.rsgi",
+)
 
 
 class NativeWorker(NativeServerWorker):
     """WSGI, ASGI or RSGI apps (``--interface``) on the native server."""
 
     interface = "wsgi"
+    served: str  # the interface the app is served with (startup)
     lifespan: Lifespan | None = None
 
     @classmethod
     def import_in_master(cls, cfg: Any) -> None:
-        # A WSGI app's loop under --loop auto is the standard library's
-        # (create_loop): uvloop would be pages no worker uses. With --interface
-        # auto the app is not known yet (it loads in the workers), so the loop
-        # library is imported, for the workers that serve ASGI or RSGI.
-        if cfg.interface != "wsgi" or cfg.loop != "auto":
+        # With --interface auto the app is not known yet (it loads in the
+        # workers), so what an ASGI or RSGI app needs is imported here too.
+        if cfg.interface != "wsgi":
             super().import_in_master(cfg)
+            for name in LOOP_APP_MODULES:
+                importlib.import_module(name)
 
     @classmethod
     def interface_for(cls, app: Any, cfg: Any) -> str:
@@ -77,24 +91,36 @@ class NativeWorker(NativeServerWorker):
         return wanted
 
     def startup(self) -> None:
-        served = self.interface_for(self.app, self.cfg)
-        if served == "rsgi":
+        self.served = self.interface_for(self.app, self.cfg)
+        if self.served == "rsgi":
+            from supervise.workers.rsgi import start_rsgi
+
             start_rsgi(self)
             return
-        if served == "asgi":
+        if self.served == "asgi":
             self._start_asgi()
             return
         prefer_batches()
-        self.create_loop(housekeeping_only=True)
         threads = self.cfg.threads
         self.start_server(
             wsgi_app(self, multithread=threads > 1),
             threads=threads,
             mode="st" if threads == 1 else "mt",
             ws=False,
+            event_loop=None,
         )
 
+    def run(self) -> None:
+        if self.served == "wsgi":
+            self.run_without_loop()
+        else:
+            super().run()
+
     def _start_asgi(self) -> None:
+        from supervise.http import asgi_engine, asgi_engine_ws
+        from supervise.http.asgi_lifespan import Lifespan
+        from supervise.http.task_start import task_starter
+
         cfg = self.cfg
         prefer_batches()
         loop = self.create_loop()
@@ -127,6 +153,7 @@ class NativeWorker(NativeServerWorker):
             threads=cfg.runtime_threads,
             mode=cfg.runtime_mode,
             ws=cfg.ws != "off",
+            event_loop=loop,
             proxy=ProxyRules(cfg).native(),
             start_task=task_starter(loop),
         )
@@ -140,4 +167,6 @@ class NativeWorker(NativeServerWorker):
         if self.lifespan is not None:
             await self.lifespan.shutdown(budget)
         else:
+            from supervise.workers.rsgi import delete_rsgi
+
             delete_rsgi(self)

@@ -11,7 +11,9 @@ watches (native/src/bridge).
 Everything with threads is created in ``startup()``, after fork: the loop,
 then the tokio runtime(s), which start accepting at once. The heartbeat is a
 loop callback, so an app that blocks the loop makes the worker look stuck,
-as it is; requests are counted from Rust in batches at each tick.
+as it is; requests are counted from Rust in batches at each tick. A server
+whose app needs no loop (WSGI) is started without one: the main thread then
+only keeps house, waking at each tick or signal (``run_without_loop``).
 
 HTTP/1.1 and HTTP/2 (``--http``), in clear or over TLS: rustls, built in
 Rust from the TLS settings by ``create_tls()`` (``workers/rsgi_tls.py``).
@@ -26,12 +28,12 @@ left is cut) and ``after_serving`` runs the app's own shutdown.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
+import select
 from collections.abc import Callable
 from time import monotonic
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from supervise import _native
 from supervise.http.server_answers import log_answered
@@ -39,6 +41,12 @@ from supervise.workers.base import WORKER_BOOT_ERROR
 from supervise.workers.evloop import SHUTDOWN_SHARE, LoopWorker, cancel_remaining
 from supervise.workers.native_settings import native_settings
 from supervise.workers.rsgi_tls import native_tls
+
+if TYPE_CHECKING:
+    import asyncio
+
+# How often a graceful stop looks whether the server has drained.
+DRAIN_POLL = 0.05
 
 
 def prefer_batches() -> None:
@@ -71,12 +79,14 @@ class NativeServerWorker(LoopWorker):
         threads: int,
         mode: str,
         ws: bool,
+        event_loop: asyncio.AbstractEventLoop | None,
         proxy: Any = None,
         start_task: Callable[[Any], Any] | None = None,
     ) -> None:
         """The native server on the inherited listeners, serving ``app`` (an
         ``AppCalls``, ``AsgiApp`` or ``WsgiApp``) with ``threads`` runtime threads
-        in ``mode``; ``proxy``: the proxy-header rules (``ProxyRules.native()``)."""
+        in ``mode``; ``event_loop``: where the app runs (None for a ``WsgiApp``);
+        ``proxy``: the proxy-header rules (``ProxyRules.native()``)."""
         settings = native_settings(
             self.cfg,
             threads=threads,
@@ -90,7 +100,7 @@ class NativeServerWorker(LoopWorker):
         try:
             self.server = _native.NativeServer(
                 app,
-                event_loop=self.loop,
+                event_loop=event_loop,
                 fds=[(listener.sock.fileno(), listener.is_unix) for listener in self.listeners],
                 settings=settings,
                 proxy=proxy,
@@ -117,6 +127,32 @@ class NativeServerWorker(LoopWorker):
             cancel_remaining(loop)
             loop.close()
 
+    def run_without_loop(self) -> None:
+        """``run()`` for a server started without a loop: the main thread keeps
+        house at each tick and wakes at once for a signal (the base class's
+        handlers write ``wakeup_fd``); TERM drains the server as ``_serve`` does."""
+        try:
+            while self.alive:
+                self._keep_house()
+                self._wait(self.tick)
+            server = self.server
+            server.stop()
+            deadline = monotonic() + float(self.cfg.graceful_timeout) * (1 - SHUTDOWN_SHARE)
+            while not server.drained() and monotonic() < deadline:
+                self._wait(DRAIN_POLL)
+                self._keep_house()
+        finally:
+            self._count_requests()
+            if self.cfg.static_map or self.cfg.health_access_log:
+                self._answered_tick()
+            self.server.close()
+
+    def _wait(self, seconds: float) -> None:
+        """Sleep up to ``seconds``, or until a signal's handler has run."""
+        ready, _, _ = select.select([self.wakeup_fd], [], [], seconds)
+        if ready:
+            self.drain_wakeup()
+
     def _count_requests(self) -> None:
         done = self.server.take_requests()
         if done:
@@ -129,10 +165,15 @@ class NativeServerWorker(LoopWorker):
         return min(0.1, super().tick)
 
     def _tick(self) -> None:
-        """Heartbeat, request count, connections; a blocked loop stops it, which is
-        the point. A WSGI app (-k native) runs beside the loop: the stamp goes
-        back to when one of its threads was last free, so one request running
-        past --timeout gets the worker replaced, as with the sync worker."""
+        """The housekeeping, on the loop: a blocked loop stops it, which is the point."""
+        self._keep_house()
+        self.loop.call_later(self.tick, self._tick)
+
+    def _keep_house(self) -> None:
+        """Heartbeat, request count, connections. A WSGI app (-k native) runs on
+        the runtime threads: the stamp goes back to when one of them was last
+        free, so one request running past --timeout gets the worker replaced,
+        as with the sync worker."""
         self.notify(busy_for=self.server.stuck_for())
         # Without this word for a second the server stops accepting, so a
         # blocked loop leaves new clients to the other workers.
@@ -145,7 +186,6 @@ class NativeServerWorker(LoopWorker):
         if self.cfg.static_map or self.cfg.health_access_log:
             self._answered_tick()
         self._dropped_tick()
-        self.loop.call_later(self.tick, self._tick)
 
     def _dropped_tick(self) -> None:
         """The clients the server gave up on for not reading: one line each."""
@@ -182,6 +222,8 @@ class NativeServerWorker(LoopWorker):
             )
 
     async def _serve(self) -> None:
+        import asyncio
+
         await self.stop_requested
         server = self.server
         server.stop()
@@ -192,7 +234,7 @@ class NativeServerWorker(LoopWorker):
             apps = [t for t in asyncio.all_tasks() if t not in ours and not t.done()]
             if server.drained() and not apps:
                 break
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(DRAIN_POLL)
         self._count_requests()
         if self.cfg.static_map or self.cfg.health_access_log:
             self._answered_tick()  # what came since the last tick

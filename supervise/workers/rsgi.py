@@ -38,6 +38,7 @@ def start_rsgi(worker: NativeServerWorker) -> None:
         threads=cfg.runtime_threads,
         mode=cfg.runtime_mode,
         ws=cfg.ws != "off",
+        event_loop=loop,
         proxy=ProxyRules(cfg).native(),
     )
     loop.add_reader(worker.server.fileno(), worker.server.drain)

@@ -51,6 +51,8 @@ impl NativeServer {
     /// WebSocket session run as an `AppRun`), an `AsgiApp` (each request
     /// run as an `AppRun`, WebSockets by its `ws_handler`), a `WsgiApp`
     /// (called on the runtime threads themselves, `native/src/wsgi`).
+    /// `event_loop`: where an RSGI or ASGI app runs; None for a `WsgiApp`,
+    /// whose worker has no loop.
     /// `settings`: config.rs. `proxy`: the proxy-header rules, when
     /// `forwarded_allow_ips` trusts some peer. `start_task(coro)` makes each
     /// app call a Task (default: the loop's `create_task`). `fds` are
@@ -60,7 +62,7 @@ impl NativeServer {
     fn new(
         py: Python<'_>,
         app: &Bound<'_, PyAny>,
-        event_loop: &Bound<'_, PyAny>,
+        event_loop: Option<&Bound<'_, PyAny>>,
         fds: Vec<(i32, bool)>,
         settings: &Bound<'_, PyDict>,
         proxy: Option<(Vec<String>, Py<PyAny>)>,
@@ -88,7 +90,16 @@ impl NativeServer {
                 interim: matches!(app, App::Asgi(_)),
             }),
         };
-        if !matches!(app, App::Wsgi(_)) {
+        let loop_calls = match (event_loop, &app) {
+            (Some(event_loop), _) => Some(event_loop),
+            (None, App::Wsgi(_)) => None,
+            (None, _) => {
+                return Err(PyTypeError::new_err(
+                    "event_loop: an RSGI or ASGI app runs on a loop",
+                ))
+            }
+        };
+        if let Some(event_loop) = loop_calls.filter(|_| !matches!(app, App::Wsgi(_))) {
             // The app answers on this thread, the loop's (reply_batch.rs).
             let call_soon = event_loop.getattr("call_soon")?.unbind();
             let flush = wrap_pyfunction!(flush_replies, py)?.into_any().unbind();
@@ -103,16 +114,21 @@ impl NativeServer {
         let server = py
             .detach(|| Server::start(config, fds, dispatch))
             .map_err(|e| PyOSError::new_err(format!("cannot start the native server: {e}")))?;
+        // A WSGI app's requests never reach the bridge, so without a loop
+        // nothing calls these two: None stands in for them.
+        let on_loop = |name: &str| -> PyResult<Py<PyAny>> {
+            Ok(match loop_calls {
+                Some(event_loop) => event_loop.getattr(name)?.unbind(),
+                None => py.None(),
+            })
+        };
         Ok(NativeServer {
-            ctx: Arc::new(LoopCtx::new(
-                bridge,
-                event_loop.getattr("create_future")?.unbind(),
-            )),
-            app,
+            ctx: Arc::new(LoopCtx::new(bridge, on_loop("create_future")?)),
             create_task: match start_task {
                 Some(start) => start,
-                None => event_loop.getattr("create_task")?.unbind(),
+                None => on_loop("create_task")?,
             },
+            app,
             server: Mutex::new(Some(server)),
             forwarded,
         })
