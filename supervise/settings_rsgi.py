@@ -66,7 +66,9 @@ def declare(add: Callable[..., None]) -> None:
         default="auto",
         help="The interface `-k native` serves the app with: `auto` (default) tells it "
         "from the app (`__rsgi__`, or the arguments of its callable), `wsgi`, `asgi`, "
-        "`rsgi`. "
+        "`rsgi`. Naming it saves memory: under `auto` the master imports what an ASGI "
+        "or RSGI app needs (asyncio, the loop), since the app loads in the workers; "
+        "under `wsgi` no process imports them (about 2.8 MiB). "
         "Other worker classes serve one interface each and ignore this.",
     )
     add(
