@@ -18,7 +18,7 @@ import socket
 
 import httpx
 import pytest
-from conftest import free_port, read_until_closed
+from conftest import free_port, read_until_closed, wait_until
 
 APP = "wsgi_apps"
 
@@ -442,6 +442,18 @@ def test_file_wrapper(start_server, tmp_path, sendfile):
         while chunk := sock.recv(65536):
             got += chunk
     assert got.endswith(b"\r\n\r\n" + data)
+
+
+def test_file_wrapper_over_a_stream_is_iterated_then_closed(start_server, tmp_path):
+    """Not a regular file: the server iterates the wrapper (reads of its blksize)
+    and, once the response is over, calls its close(), which closes the file
+    object (PEP 3333)."""
+    server = start_server(f"{APP}:wrapped_stream")
+    marker = tmp_path / "closed"
+    status, _, body = server.get(f"/?size=10500&marker={marker}")
+    assert status == 200
+    assert body == bytes(i % 251 for i in range(10500))
+    wait_until(marker.exists)
 
 
 # --------------------------------------------------------------------------- errors

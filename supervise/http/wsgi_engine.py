@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from supervise import _native, hooks
 from supervise.http.proxy import ProxyRules
-from supervise.http.wsgi import FileWrapper, WSGIHandler
+from supervise.http.wsgi import WSGIHandler
 
 if TYPE_CHECKING:
     from supervise.workers.base import Worker
@@ -80,7 +80,6 @@ def wsgi_app(worker: Worker, *, multithread: bool) -> _native.WsgiApp:
     return _native.WsgiApp(
         app=_with_pre_request(worker, worker.app, cfg.pre_request),
         base=base,
-        file_wrapper=FileWrapper,
         on_error=on_error,
         finished=_finished(worker),
         proxy=_proxy(rules),

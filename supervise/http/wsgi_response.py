@@ -14,30 +14,13 @@ import contextlib
 import io
 import os
 import stat
-from collections.abc import Iterator
-from typing import Any
 
-from supervise._native import WsgiResponse
+# wsgi.file_wrapper is native (native/src/py/file_wrapper.rs): an app makes
+# one per file response.
+from supervise._native import FileWrapper, WsgiResponse
 from supervise.http.errors import ClientError, error_response, phrase
 
-
-class FileWrapper:
-    """``wsgi.file_wrapper``: lets the server send a file with sendfile()."""
-
-    def __init__(self, filelike: Any, blksize: int = 8192) -> None:
-        self.filelike = filelike
-        self.blksize = blksize
-        if hasattr(filelike, "close"):
-            self.close = filelike.close
-
-    def __iter__(self) -> Iterator[bytes]:
-        return self
-
-    def __next__(self) -> bytes:
-        data = self.filelike.read(self.blksize)
-        if data:
-            return data
-        raise StopIteration
+__all__ = ["FileWrapper", "Response"]
 
 
 class Response(WsgiResponse):

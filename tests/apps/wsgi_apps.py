@@ -7,6 +7,7 @@ what the app saw (environ, body) or how the server framed what it sent.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import sys
@@ -259,6 +260,27 @@ def files(environ, start_response):
         headers.append(("Content-Length", query["length"][0]))
     start_response("200 OK", headers)
     return environ["wsgi.file_wrapper"](f, 4096)
+
+
+class _MarkedStream(io.BytesIO):
+    """A file object that is no regular file, whose close() leaves a file behind."""
+
+    def __init__(self, data: bytes, marker: str) -> None:
+        super().__init__(data)
+        self.marker = marker
+
+    def close(self) -> None:
+        open(self.marker, "w").close()
+        super().close()
+
+
+def wrapped_stream(environ, start_response):
+    """wsgi.file_wrapper over a BytesIO of ?size= bytes, in 1000-byte blocks; its
+    close() creates the file ?marker= names."""
+    query = parse_qs(environ["QUERY_STRING"])
+    data = bytes(i % 251 for i in range(int(query["size"][0])))
+    start_response("200 OK", [("Content-Type", "application/octet-stream")])
+    return environ["wsgi.file_wrapper"](_MarkedStream(data, query["marker"][0]), 1000)
 
 
 def big(environ, start_response):

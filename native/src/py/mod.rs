@@ -9,6 +9,7 @@ pub(crate) mod body_bytes;
 pub(crate) mod chunked;
 pub(crate) mod environ;
 mod errors;
+pub(crate) mod file_wrapper;
 pub(crate) mod message_keys;
 mod proxy;
 mod relay;
@@ -37,6 +38,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(response::set_date_header, m)?)?;
     m.add_function(wrap_pyfunction!(response::set_server_header, m)?)?;
     m.add_class::<wsgi_response::WsgiResponse>()?;
+    m.add_class::<file_wrapper::FileWrapper>()?;
     m.add_class::<request_counts::RequestCounts>()?;
     m.add_class::<access_format::AccessFormat>()?;
     m.add_class::<access_format::AccessLog>()?;

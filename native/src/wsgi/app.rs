@@ -11,8 +11,6 @@ pub struct WsgiApp {
     /// The keys every request shares (wsgi.*, SERVER_SOFTWARE, SCRIPT_NAME,
     /// SERVER_NAME/PORT for unix sockets); copied per request.
     pub base: Py<PyDict>,
-    /// `wsgi.file_wrapper`'s class: its regular files are sent from Rust.
-    pub file_wrapper: Py<PyAny>,
     /// `on_error(environ, exc, what)`: logs an app failure with its request line.
     pub on_error: Py<PyAny>,
     /// `finished(environ, status, headers, sent, seconds)` after each
@@ -36,12 +34,11 @@ impl WsgiApp {
     #[new]
     // Keyword-only from Python (wsgi_engine.py), one per part of serving.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (*, app, base, file_wrapper, on_error, finished = None, proxy = None,
+    #[pyo3(signature = (*, app, base, on_error, finished = None, proxy = None,
         proxy_headers = Vec::new(), body_timeout = 0.0, sendfile = true))]
     fn new(
         app: Py<PyAny>,
         base: Py<PyDict>,
-        file_wrapper: Py<PyAny>,
         on_error: Py<PyAny>,
         finished: Option<Py<PyAny>>,
         proxy: Option<Py<PyAny>>,
@@ -54,7 +51,6 @@ impl WsgiApp {
             sendfile,
             app,
             base,
-            file_wrapper,
             on_error,
             finished,
             proxy,

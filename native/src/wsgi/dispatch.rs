@@ -23,6 +23,7 @@ use super::stream;
 use super::stream::Pump;
 use crate::bridge::RequestView;
 use crate::py::environ::{self, put, HeadView};
+use crate::py::file_wrapper::FileWrapper;
 use crate::py::repeats::Repeats;
 use crate::server::{
     BodyRead, BodyStream, BoxIo, ConnInfo, Dispatch, Exchange, ExchangeBody, ExchangeHead, Reply,
@@ -34,7 +35,6 @@ pub struct WsgiDispatch(Arc<Engine>);
 pub(super) struct Engine {
     pub app: Py<PyAny>,
     base: Py<PyDict>,
-    file_wrapper: Py<PyAny>,
     on_error: Py<PyAny>,
     pub finished: Option<Py<PyAny>>,
     proxy: Option<Py<PyAny>>,
@@ -58,7 +58,6 @@ impl WsgiDispatch {
         WsgiDispatch(Arc::new(Engine {
             app: app.app.clone_ref(py),
             base: app.base.clone_ref(py),
-            file_wrapper: app.file_wrapper.clone_ref(py),
             on_error: app.on_error.clone_ref(py),
             finished: app.finished.as_ref().map(|f| f.clone_ref(py)),
             proxy: app.proxy.as_ref().map(|f| f.clone_ref(py)),
@@ -356,8 +355,8 @@ impl Engine {
             }
             return self.whole(py, call, blocks);
         }
-        if result.is_instance(self.file_wrapper.bind(py))? {
-            if let Some((file, len)) = stream::file(py, call, result)? {
+        if let Ok(wrapper) = result.cast_exact::<FileWrapper>() {
+            if let Some((file, len)) = stream::file(py, call, wrapper.get().file(py))? {
                 close(py, result);
                 return Ok(Produced::File(file, len));
             }

@@ -133,14 +133,14 @@ pub(super) fn spawn(
     rx
 }
 
-/// A file_wrapper over a regular file, sent from Rust; None when it is not
-/// one (a pipe, a BytesIO): the caller iterates it instead.
+/// A file_wrapper's file object, when it is a regular file: sent from
+/// Rust; None when it is not one (a pipe, a BytesIO): the caller iterates
+/// the wrapper instead.
 pub(super) fn file(
     py: Python<'_>,
     call: &Call,
-    wrapper: &Bound<'_, PyAny>,
+    filelike: &Bound<'_, PyAny>,
 ) -> PyResult<Option<(std::fs::File, u64)>> {
-    let filelike = wrapper.getattr(intern!(py, "filelike"))?;
     let Ok(fd) = filelike
         .call_method0(intern!(py, "fileno"))
         .and_then(|f| f.extract::<i32>())
