@@ -131,15 +131,18 @@ class NativeServerWorker(LoopWorker):
         """``run()`` for a server started without a loop: the main thread keeps
         house at each tick and wakes at once for a signal (the base class's
         handlers write ``wakeup_fd``); TERM drains the server as ``_serve`` does."""
+        # poll, not select: the wake-up pipe's fd may be past FD_SETSIZE.
+        signals = select.poll()
+        signals.register(self.wakeup_fd, select.POLLIN)
         try:
             while self.alive:
                 self._keep_house()
-                self._wait(self.tick)
+                self._wait(signals, self.tick)
             server = self.server
             server.stop()
             deadline = monotonic() + float(self.cfg.graceful_timeout) * (1 - SHUTDOWN_SHARE)
             while not server.drained() and monotonic() < deadline:
-                self._wait(DRAIN_POLL)
+                self._wait(signals, DRAIN_POLL)
                 self._keep_house()
         finally:
             self._count_requests()
@@ -147,10 +150,9 @@ class NativeServerWorker(LoopWorker):
                 self._answered_tick()
             self.server.close()
 
-    def _wait(self, seconds: float) -> None:
+    def _wait(self, signals: select.poll, seconds: float) -> None:
         """Sleep up to ``seconds``, or until a signal's handler has run."""
-        ready, _, _ = select.select([self.wakeup_fd], [], [], seconds)
-        if ready:
+        if signals.poll(seconds * 1000):
             self.drain_wakeup()
 
     def _count_requests(self) -> None:
