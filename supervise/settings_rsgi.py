@@ -68,7 +68,7 @@ def declare(add: Callable[..., None]) -> None:
         "from the app (`__rsgi__`, or the arguments of its callable), `wsgi`, `asgi`, "
         "`rsgi`. Naming it saves memory: under `auto` the master imports what an ASGI "
         "or RSGI app needs (asyncio, the loop), since the app loads in the workers; "
-        "under `wsgi` no process imports them (about 2.8 MiB). "
+        "under `wsgi` no process imports them (about 3 MiB). "
         "Other worker classes serve one interface each and ignore this.",
     )
     add(
