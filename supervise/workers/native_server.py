@@ -140,20 +140,30 @@ class NativeServerWorker(LoopWorker):
                 self._wait(signals, self.tick)
             server = self.server
             server.stop()
-            deadline = monotonic() + float(self.cfg.graceful_timeout) * (1 - SHUTDOWN_SHARE)
+            deadline = self._drain_deadline()
             while not server.drained() and monotonic() < deadline:
                 self._wait(signals, DRAIN_POLL)
                 self._keep_house()
         finally:
-            self._count_requests()
-            if self.cfg.static_map or self.cfg.health_access_log:
-                self._answered_tick()
+            self._last_counts()
             self.server.close()
 
     def _wait(self, signals: select.poll, seconds: float) -> None:
         """Sleep up to ``seconds``, or until a signal's handler has run."""
         if signals.poll(seconds * 1000):
             self.drain_wakeup()
+
+    def _drain_deadline(self) -> float:
+        """When a graceful stop stops waiting for the server to drain: what is left
+        of ``graceful_timeout`` after it is the app's own shutdown's."""
+        return monotonic() + float(self.cfg.graceful_timeout) * (1 - SHUTDOWN_SHARE)
+
+    def _last_counts(self) -> None:
+        """What came since the last tick, before the server closes (a closed one
+        counts nothing)."""
+        self._count_requests()
+        if self.cfg.static_map or self.cfg.health_access_log:
+            self._answered_tick()
 
     def _count_requests(self) -> None:
         done = self.server.take_requests()
@@ -230,16 +240,14 @@ class NativeServerWorker(LoopWorker):
         server = self.server
         server.stop()
         budget = float(self.cfg.graceful_timeout)
-        deadline = monotonic() + budget * (1 - SHUTDOWN_SHARE)
+        deadline = self._drain_deadline()
         ours = {asyncio.current_task(), *self.background_tasks()}
         while monotonic() < deadline:
             apps = [t for t in asyncio.all_tasks() if t not in ours and not t.done()]
             if server.drained() and not apps:
                 break
             await asyncio.sleep(DRAIN_POLL)
-        self._count_requests()
-        if self.cfg.static_map or self.cfg.health_access_log:
-            self._answered_tick()  # what came since the last tick
+        self._last_counts()
         server.close()
         await self.after_serving(max(deadline - monotonic(), 0) + budget * SHUTDOWN_SHARE)
 
